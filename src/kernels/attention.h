@@ -1,0 +1,48 @@
+// Scaled dot-product attention of one query token over cached keys and values
+// (Vaswani et al. 2017), with grouped-query heads (Ainslie et al. 2023).
+//
+// The KV history of one layer is a table of cells: k_cache and v_cache hold
+// [n_cells_total, n_kv_head * head_dim] elements of kv_type (F32, F16 or Q8_0), one row per
+// cell, rows k_row_bytes / v_row_bytes apart. The caller lists the cells this query may see,
+// in position order, already masked (causal and sliding-window masks are decided by the
+// caller, which knows each cell's position); the kernel visits them in exactly that order,
+// so the result does not depend on anything else in the batch.
+//
+//   for each head h (kv head g = h / (n_head / n_kv_head)):
+//     s[j]   = scale · q[h] · K[cells[j], g]           (then softcap·tanh(s/softcap) if softcap>0)
+//     p      = softmax(s)
+//     out[h] = Σ_j p[j] · V[cells[j], g]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/tensor_type.h"
+
+namespace ubatch::kernels {
+
+struct AttentionShape {
+  int n_head = 0;           // query heads
+  int n_kv_head = 0;        // key/value heads; n_head % n_kv_head == 0
+  int head_dim = 0;         // per head, keys and values alike
+  float scale = 1.0f;       // usually 1/sqrt(head_dim)
+  float softcap = 0.0f;     // 0: none
+  TensorType kv_type = TensorType::F16;
+  size_t k_row_bytes = 0;   // bytes between consecutive cells in k_cache
+  size_t v_row_bytes = 0;
+};
+
+// q: [n_head, head_dim] f32; cells: [n_cells] indices into the cache; out: [n_head, head_dim].
+// scratch: at least n_cells floats. n_cells == 0 writes zeros.
+// Heads in [head_begin, head_end) only (lets callers split heads over threads).
+void attention(const AttentionShape& shape, const float* q, const void* k_cache,
+               const void* v_cache, const int32_t* cells, int n_cells, float* out,
+               float* scratch, int head_begin, int head_end);
+
+namespace ref {
+void attention(const AttentionShape& shape, const float* q, const void* k_cache,
+               const void* v_cache, const int32_t* cells, int n_cells, float* out,
+               float* scratch, int head_begin, int head_end);
+}  // namespace ref
+
+}  // namespace ubatch::kernels

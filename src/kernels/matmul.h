@@ -1,0 +1,41 @@
+// Matrix multiplication of a ubatch of activations by a (possibly quantized) weight.
+//
+//   y[t][o] = sum_i x[t][i] * W[o][i]      x: [n_tokens, n_in] f32, W: [n_out, n_in] of w.type,
+//                                          y: [n_tokens, n_out] f32 (row-major, dense)
+//
+// Quantized weights are multiplied with activations quantized per row to the weight's dot
+// type (Q8_0 for the 32-element block types, Q8_K for the K-quants), as the GGUF block
+// formats are designed for; F32/F16/BF16 weights use f32 activations.
+//
+// Batch invariance: y[t][o] depends only on x[t] and W[o] — it is computed with the same
+// sequence of floating-point operations whatever n_tokens, the thread count, or which other
+// rows share the call. Tiled SIMD paths keep one accumulator per (t, o) and reduce it in the
+// same order as the one-row path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/tensor_type.h"
+#include "kernels/thread_pool.h"
+
+namespace ubatch::kernels {
+
+struct WeightView {
+  TensorType type = TensorType::F32;
+  const void* data = nullptr;  // [n_out] rows of row_bytes bytes each
+  int64_t n_in = 0;            // elements per row (ne0 in GGUF)
+  int64_t n_out = 0;           // rows (ne1 in GGUF)
+  size_t row_bytes = 0;        // tensor_row_bytes(type, n_in)
+};
+
+// True when matmul supports weights of type t (every type dequantize_row supports).
+bool can_matmul(TensorType t);
+
+// y = x · Wᵀ as above, split over the pool's threads by output rows.
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// The scalar reference (SIMD paths are tested against it; they agree up to float rounding).
+void matmul_reference(const WeightView& w, const float* x, int64_t n_tokens, float* y);
+
+}  // namespace ubatch::kernels
