@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -115,6 +116,9 @@ class File {
   size_t data_offset_ = 0;
   std::vector<MetadataEntry> metadata_;
   std::vector<TensorInfo> tensors_;
+  // Name -> index; the views point into the mapping (stable for the File's lifetime).
+  std::unordered_map<std::string_view, size_t> key_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
 // A one-line rendering of a value for `ubatch info`: scalars as-is, strings quoted,

@@ -1,0 +1,158 @@
+#include "gguf/gguf_writer.h"
+
+#include <cstring>
+
+#include "common/status.h"
+
+namespace ubatch::gguf {
+
+std::vector<uint8_t> Writer::encode_string(std::string_view s) {
+  std::vector<uint8_t> out;
+  put<uint64_t>(out, s.size());
+  append(out, s.data(), s.size());
+  return out;
+}
+
+std::vector<uint8_t> Writer::encode_array(ValueType elem_type, uint64_t count,
+                                          const std::vector<uint8_t>& elems) {
+  std::vector<uint8_t> out;
+  put<uint32_t>(out, static_cast<uint32_t>(elem_type));
+  put<uint64_t>(out, count);
+  append(out, elems);
+  return out;
+}
+
+void Writer::add_uint(std::string_view key, ValueType type, uint64_t v) {
+  std::vector<uint8_t> e;
+  switch (type) {
+    case ValueType::UINT8: put<uint8_t>(e, static_cast<uint8_t>(v)); break;
+    case ValueType::UINT16: put<uint16_t>(e, static_cast<uint16_t>(v)); break;
+    case ValueType::UINT32: put<uint32_t>(e, static_cast<uint32_t>(v)); break;
+    case ValueType::UINT64: put<uint64_t>(e, v); break;
+    default: UBATCH_CHECK_MSG(false, "add_uint: not an unsigned integer type");
+  }
+  add_raw(key, static_cast<uint32_t>(type), e);
+}
+
+void Writer::add_int(std::string_view key, ValueType type, int64_t v) {
+  std::vector<uint8_t> e;
+  switch (type) {
+    case ValueType::INT8: put<int8_t>(e, static_cast<int8_t>(v)); break;
+    case ValueType::INT16: put<int16_t>(e, static_cast<int16_t>(v)); break;
+    case ValueType::INT32: put<int32_t>(e, static_cast<int32_t>(v)); break;
+    case ValueType::INT64: put<int64_t>(e, v); break;
+    default: UBATCH_CHECK_MSG(false, "add_int: not a signed integer type");
+  }
+  add_raw(key, static_cast<uint32_t>(type), e);
+}
+
+void Writer::add_f32(std::string_view key, float v) {
+  std::vector<uint8_t> e;
+  put<float>(e, v);
+  add_raw(key, static_cast<uint32_t>(ValueType::FLOAT32), e);
+}
+
+void Writer::add_f64(std::string_view key, double v) {
+  std::vector<uint8_t> e;
+  put<double>(e, v);
+  add_raw(key, static_cast<uint32_t>(ValueType::FLOAT64), e);
+}
+
+void Writer::add_bool(std::string_view key, bool v) {
+  add_raw(key, static_cast<uint32_t>(ValueType::BOOL), {static_cast<uint8_t>(v ? 1 : 0)});
+}
+
+void Writer::add_string(std::string_view key, std::string_view v) {
+  add_raw(key, static_cast<uint32_t>(ValueType::STRING), encode_string(v));
+}
+
+void Writer::add_array(std::string_view key, ValueType elem_type, uint64_t count,
+                       const std::vector<uint8_t>& elem_bytes) {
+  add_raw(key, static_cast<uint32_t>(ValueType::ARRAY), encode_array(elem_type, count, elem_bytes));
+}
+
+void Writer::add_string_array(std::string_view key, const std::vector<std::string>& v) {
+  std::vector<uint8_t> elems;
+  for (const std::string& s : v) {
+    std::vector<uint8_t> e = encode_string(s);
+    append(elems, e);
+  }
+  add_array(key, ValueType::STRING, v.size(), elems);
+}
+
+void Writer::add_raw(std::string_view key, uint32_t type_id, const std::vector<uint8_t>& encoded) {
+  kvs_.push_back({std::string(key), type_id, encoded});
+}
+
+void Writer::set_alignment(uint32_t alignment) {
+  alignment_ = alignment;
+  add_uint("general.alignment", ValueType::UINT32, alignment);
+}
+
+void Writer::add_tensor(std::string_view name, TensorType type, const std::vector<int64_t>& ne,
+                        const std::vector<uint8_t>& data) {
+  const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(type));
+  UBATCH_CHECK(tr != nullptr && !ne.empty());
+  int64_t n = 1;
+  for (int64_t d : ne) n *= d;
+  UBATCH_CHECK(n % tr->block_size == 0);
+  const size_t n_bytes = static_cast<size_t>(n / tr->block_size * tr->type_size);
+  UBATCH_CHECK(data.empty() || data.size() == n_bytes);
+  tensors_.push_back({std::string(name), static_cast<uint32_t>(type), ne, data, n_bytes});
+}
+
+std::vector<uint8_t> Writer::bytes(Layout* layout) const {
+  const size_t al = alignment_ == 0 ? 1 : alignment_;
+  auto pad_to = [al](std::vector<uint8_t>& out) {
+    while (out.size() % al != 0) out.push_back(0);
+  };
+  std::vector<uint8_t> out;
+  Layout lay;
+  append(out, "GGUF", 4);
+  put<uint32_t>(out, version_);
+  put<uint64_t>(out, tensors_.size());
+  put<uint64_t>(out, kvs_.size());
+  for (const Kv& kv : kvs_) {
+    KvLayout k;
+    k.key_len = out.size();
+    std::vector<uint8_t> key = encode_string(kv.key);
+    append(out, key);
+    k.type = out.size();
+    put<uint32_t>(out, kv.type);
+    k.value = out.size();
+    append(out, kv.encoded);
+    lay.kv.push_back(k);
+  }
+  uint64_t offset = 0;
+  std::vector<uint64_t> offsets;
+  for (const Tensor& t : tensors_) {
+    TensorLayout tl;
+    tl.name_len = out.size();
+    std::vector<uint8_t> name = encode_string(t.name);
+    append(out, name);
+    tl.n_dims = out.size();
+    put<uint32_t>(out, static_cast<uint32_t>(t.ne.size()));
+    tl.ne = out.size();
+    for (int64_t d : t.ne) put<uint64_t>(out, static_cast<uint64_t>(d));
+    tl.type = out.size();
+    put<uint32_t>(out, t.type);
+    tl.offset = out.size();
+    put<uint64_t>(out, offset);
+    offsets.push_back(offset);
+    offset += (t.n_bytes + al - 1) / al * al;
+    lay.tensors.push_back(tl);
+  }
+  lay.infos_end = out.size();
+  if (!tensors_.empty()) pad_to(out);
+  lay.data_offset = (out.size() + al - 1) / al * al;
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    const Tensor& t = tensors_[k];
+    if (t.data.empty()) out.resize(out.size() + t.n_bytes, 0);
+    else append(out, t.data);
+    if (k + 1 < tensors_.size()) pad_to(out);
+  }
+  if (layout) *layout = std::move(lay);
+  return out;
+}
+
+}  // namespace ubatch::gguf
