@@ -583,7 +583,8 @@ void append_quoted(std::string& out, std::string_view s, size_t max_bytes) {
 
 void append_scalar(std::string& out, ValueType t, const Value& v) {
   if (t == ValueType::BOOL) out += v.b ? "true" : "false";
-  else if (is_float(t)) out += fmt::format("{}", v.f);
+  else if (t == ValueType::FLOAT32) out += fmt::format("{}", static_cast<float>(v.f));  // 1e-06, not 9.99e-07
+  else if (t == ValueType::FLOAT64) out += fmt::format("{}", v.f);
   else if (is_signed(t)) out += fmt::format("{}", v.i);
   else out += fmt::format("{}", v.u);
 }

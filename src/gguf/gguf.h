@@ -40,6 +40,9 @@ struct Value {
   ValueType type = ValueType::UINT8;
   ValueType array_type = ValueType::UINT8;  // element type when type == ARRAY
   uint64_t array_size = 0;                  // elements when type == ARRAY
+  // Arrays of arrays (array_type == ARRAY) are validated to any depth up to 16, but only
+  // summarised here: array_size is the outer count and array_data points at the first inner
+  // array's encoding (u32 type, u64 count, elements); `strings` stays empty.
   int64_t i = 0;                            // any integer type (UINT64 above INT64_MAX wraps; see u)
   uint64_t u = 0;                           // any unsigned integer type
   double f = 0;                             // FLOAT32 / FLOAT64
@@ -84,6 +87,8 @@ class File {
   uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }
+  // Start of the tensor data section (a multiple of alignment()). In a file without tensors
+  // it may lie past file_size() (vocab-only files end right after the metadata).
   size_t data_offset() const { return data_offset_; }
 
   const std::vector<MetadataEntry>& metadata() const { return metadata_; }

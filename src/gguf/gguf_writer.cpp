@@ -84,6 +84,82 @@ void Writer::add_raw(std::string_view key, uint32_t type_id, const std::vector<u
   kvs_.push_back({std::string(key), type_id, encoded});
 }
 
+namespace {
+
+size_t fixed_elem_size(ValueType t) {
+  switch (t) {
+    case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: return 1;
+    case ValueType::UINT16: case ValueType::INT16: return 2;
+    case ValueType::UINT32: case ValueType::INT32: case ValueType::FLOAT32: return 4;
+    case ValueType::UINT64: case ValueType::INT64: case ValueType::FLOAT64: return 8;
+    default: return 0;
+  }
+}
+
+// Bytes of the array encoding at p (u32 type, u64 count, elements); p comes from a File, so
+// the encoding was validated when it was opened.
+size_t array_encoding_size(const uint8_t* p) {
+  uint32_t type = 0;
+  uint64_t count = 0;
+  std::memcpy(&type, p, 4);
+  std::memcpy(&count, p + 4, 8);
+  size_t n = 12;
+  const auto t = static_cast<ValueType>(type);
+  if (t == ValueType::STRING) {
+    for (uint64_t k = 0; k < count; ++k) {
+      uint64_t len = 0;
+      std::memcpy(&len, p + n, 8);
+      n += 8 + static_cast<size_t>(len);
+    }
+  } else if (t == ValueType::ARRAY) {
+    for (uint64_t k = 0; k < count; ++k) n += array_encoding_size(p + n);
+  } else {
+    n += static_cast<size_t>(count) * fixed_elem_size(t);
+  }
+  return n;
+}
+
+}  // namespace
+
+void Writer::add_value(std::string_view key, const Value& v) {
+  switch (v.type) {
+    case ValueType::UINT8: case ValueType::UINT16: case ValueType::UINT32: case ValueType::UINT64:
+      add_uint(key, v.type, v.u);
+      return;
+    case ValueType::INT8: case ValueType::INT16: case ValueType::INT32: case ValueType::INT64:
+      add_int(key, v.type, v.i);
+      return;
+    case ValueType::FLOAT32: add_f32(key, static_cast<float>(v.f)); return;
+    case ValueType::FLOAT64: add_f64(key, v.f); return;
+    case ValueType::BOOL: add_bool(key, v.b); return;
+    case ValueType::STRING: add_string(key, v.str); return;
+    case ValueType::ARRAY: break;
+  }
+  std::vector<uint8_t> elems;
+  if (v.array_type == ValueType::STRING) {
+    for (std::string_view s : v.strings) append(elems, encode_string(s));
+  } else if (v.array_type == ValueType::ARRAY) {
+    size_t n = 0;
+    for (uint64_t k = 0; k < v.array_size; ++k) n += array_encoding_size(v.array_data + n);
+    append(elems, v.array_data, n);
+  } else {
+    append(elems, v.array_data, static_cast<size_t>(v.array_size) * fixed_elem_size(v.array_type));
+  }
+  add_array(key, v.array_type, v.array_size, elems);
+}
+
+Writer Writer::from_file(const File& f) {
+  Writer w(f.version());
+  w.alignment_ = f.alignment();
+  for (const MetadataEntry& e : f.metadata()) w.add_value(e.key, e.value);
+  for (const TensorInfo& t : f.tensors()) {
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims),
+                 std::vector<uint8_t>(p, p + t.n_bytes));
+  }
+  return w;
+}
+
 void Writer::set_alignment(uint32_t alignment) {
   alignment_ = alignment;
   add_uint("general.alignment", ValueType::UINT32, alignment);

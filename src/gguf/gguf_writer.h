@@ -58,8 +58,16 @@ class Writer {
                  const std::vector<uint8_t>& elem_bytes);
   void add_string_array(std::string_view key, const std::vector<std::string>& v);
   void add_raw(std::string_view key, uint32_t type_id, const std::vector<uint8_t>& encoded);
+  // A parsed value, re-encoded as it was in its file (arrays of arrays included).
+  void add_value(std::string_view key, const Value& v);
   // general.alignment as u32 (also used to place tensor data).
   void set_alignment(uint32_t alignment);
+
+  // A writer holding everything `f` holds: version, metadata in order, tensors in order with
+  // their data. For a file written the usual way (each tensor's data padded to the alignment,
+  // in table order) bytes() reproduces the file exactly — handy to make modified copies of a
+  // model in tests.
+  static Writer from_file(const File& f);
 
   // A tensor of the given shape (ne[0] innermost); `data` must hold its bytes (or be empty:
   // zeros are written). Data is placed at the next aligned offset in the data section.

@@ -1,0 +1,121 @@
+// `ubatch info [MODEL]`: what a GGUF file holds — header, every metadata key with its type and
+// value (long arrays summarised), the tensor table, and totals (parameters, bytes per type).
+// Reads nothing but the header and metadata pages: tensor data is mapped, never touched.
+// Exit status 0, or 1 with the reader's error on stderr.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "gguf/gguf.h"
+#include "tools/command.h"
+
+namespace ubatch::tools {
+namespace {
+
+std::string human_bytes(double n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (n >= 1024.0 && u < 4) {
+    n /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", n) : fmt::format("{:.2f} {}", n, units[u]);
+}
+
+std::string type_label(const gguf::Value& v) {
+  if (v.type != gguf::ValueType::ARRAY) return std::string(gguf::value_type_name(v.type));
+  return fmt::format("array[{}; {}]", gguf::value_type_name(v.array_type), v.array_size);
+}
+
+std::string shape_of(const gguf::TensorInfo& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.n_dims; ++d) s += fmt::format("{}{}", d ? ", " : "", t.ne[d]);
+  return s + "]";
+}
+
+int run_info(const std::string& path, size_t max_items, bool show_tensors) {
+  auto opened = gguf::File::open(path);
+  if (!opened) {
+    std::fprintf(stderr, "ubatch info: %s\n", opened.message().c_str());
+    return 1;
+  }
+  const gguf::File& f = **opened;
+  std::string out;
+  out += fmt::format("file:        {} ({}, {} bytes)\n", f.path(), human_bytes(static_cast<double>(f.file_size())),
+                     f.file_size());
+  out += fmt::format("version:     {}\n", f.version());
+  out += fmt::format("alignment:   {}\n", f.alignment());
+  out += fmt::format("tensors:     {}\n", f.tensors().size());
+  out += fmt::format("data offset: {}\n", f.data_offset());
+
+  size_t key_width = 0, type_width = 0;
+  for (const gguf::MetadataEntry& e : f.metadata()) {
+    key_width = std::max(key_width, e.key.size());
+    type_width = std::max(type_width, type_label(e.value).size());
+  }
+  out += fmt::format("\nmetadata: {} keys\n", f.metadata().size());
+  for (const gguf::MetadataEntry& e : f.metadata())
+    out += fmt::format("  {:<{}}  {:<{}}  {}\n", e.key, key_width, type_label(e.value), type_width,
+                       gguf::format_value(e.value, max_items));
+
+  struct TypeTotal {
+    size_t n_tensors = 0;
+    int64_t n_elements = 0;
+    uint64_t n_bytes = 0;
+  };
+  std::map<std::string_view, TypeTotal> by_type;
+  int64_t n_params = 0;
+  uint64_t n_bytes = 0;
+  size_t name_width = 4, shape_width = 5;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    name_width = std::max(name_width, t.name.size());
+    shape_width = std::max(shape_width, shape_of(t).size());
+    TypeTotal& tt = by_type[tensor_type_name(t.type)];
+    ++tt.n_tensors;
+    tt.n_elements += t.n_elements();  // cannot overflow: the data of each lies inside the file
+    tt.n_bytes += t.n_bytes;
+    n_params += t.n_elements();
+    n_bytes += t.n_bytes;
+  }
+  if (show_tensors && !f.tensors().empty()) {
+    out += fmt::format("\ntensors: {}  (offset: from the data section start)\n", f.tensors().size());
+    out += fmt::format("  {:>5}  {:<{}}  {:<5}  {:<{}}  {:>12}  {:>12}\n", "#", "name", name_width,
+                       "type", "shape", shape_width, "offset", "bytes");
+    size_t k = 0;
+    for (const gguf::TensorInfo& t : f.tensors())
+      out += fmt::format("  {:>5}  {:<{}}  {:<5}  {:<{}}  {:>12}  {:>12}\n", k++, t.name, name_width,
+                         tensor_type_name(t.type), shape_of(t), shape_width, t.offset, t.n_bytes);
+  }
+  out += fmt::format("\ntotals: {} parameters ({:.2f} M), {} of tensor data ({} bytes)", n_params,
+                     static_cast<double>(n_params) / 1e6, human_bytes(static_cast<double>(n_bytes)),
+                     n_bytes);
+  if (n_params > 0)
+    out += fmt::format(", {:.3f} bits per parameter", 8.0 * static_cast<double>(n_bytes) /
+                                                           static_cast<double>(n_params));
+  out += "\n";
+  for (const auto& [name, tt] : by_type)
+    out += fmt::format("  {:<5}  {:>4} tensors  {:>12} parameters  {:>12}  ({:.1f}%)\n", name,
+                       tt.n_tensors, tt.n_elements, human_bytes(static_cast<double>(tt.n_bytes)),
+                       n_bytes ? 100.0 * static_cast<double>(tt.n_bytes) / static_cast<double>(n_bytes) : 0.0);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+UBATCH_REGISTER_COMMAND("info", "Print a GGUF file's header, metadata and tensor table", [](CLI::App& sub) {
+  struct Options {
+    std::string model = default_model_path();
+    size_t max_items = 8;
+    bool no_tensors = false;
+  };
+  auto opt = std::make_shared<Options>();
+  sub.add_option("model", opt->model, "GGUF file (default: the embedded default model)");
+  sub.add_option("--max-items", opt->max_items, "Array elements shown before summarising")
+      ->capture_default_str();
+  sub.add_flag("--no-tensors", opt->no_tensors, "Omit the tensor table (totals are still printed)");
+  return std::function<int()>([opt] { return run_info(opt->model, opt->max_items, !opt->no_tensors); });
+});
+
+}  // namespace
+}  // namespace ubatch::tools
