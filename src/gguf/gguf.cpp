@@ -191,7 +191,10 @@ class Parser {
       if (out) out->strings.reserve(static_cast<size_t>(count));
       for (uint64_t k = 0; k < count; ++k) {
         const size_t elem_start = pos_;
-        if (remaining() < 8) return truncated(elem_start, item, 8);
+        if (remaining() < 8)
+          return error(elem_start, item,
+                       fmt::format("truncated: element {} of {}: needs 8 bytes for the string "
+                                   "length, only {} remain", k, count, remaining()));
         const uint64_t n = load<uint64_t>(base_ + pos_);
         if (n > remaining() - 8)
           return error(elem_start, item,
@@ -414,6 +417,8 @@ Status File::parse() {
   // Tensor infos.
   tensors_.reserve(static_cast<size_t>(std::min(n_tensors, kReserveCap)));
   tensor_index_.reserve(static_cast<size_t>(std::min(n_tensors, kReserveCap)));
+  std::vector<size_t> offset_fields;  // where each tensor's offset lies in the file
+  offset_fields.reserve(static_cast<size_t>(std::min(n_tensors, kReserveCap)));
   for (uint64_t k = 0; k < n_tensors; ++k) {
     const size_t info_start = r.pos();
     std::string_view name;
@@ -462,6 +467,7 @@ Status File::parse() {
       return r.error(off_pos, item,
                      fmt::format("data offset {} is not a multiple of the alignment {}", t.offset,
                                  alignment_));
+    offset_fields.push_back(off_pos);
     if (!tensor_index_.emplace(name, tensors_.size()).second)
       return r.error(info_start, item, "duplicate tensor name");
     tensors_.push_back(std::move(t));
@@ -476,9 +482,10 @@ Status File::parse() {
                    fmt::format("truncated: data section would start at {}, past end of file ({} "
                                "bytes)", data_offset_, size_));
   const size_t data_size = data_offset_ <= size_ ? size_ - data_offset_ : 0;
-  for (TensorInfo& t : tensors_) {
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    TensorInfo& t = tensors_[k];
     if (t.offset > data_size || t.n_bytes > data_size - t.offset)
-      return r.error(data_offset_, fmt::format("tensor {}", quoted(t.name)),
+      return r.error(offset_fields[k], fmt::format("tensor #{} {}", k, quoted(t.name)),
                      fmt::format("data at offset {} (+{} bytes) of the data section (which "
                                  "starts at {}) runs past end of file ({} bytes)",
                                  t.offset, t.n_bytes, data_offset_, size_));
