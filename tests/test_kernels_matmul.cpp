@@ -1,0 +1,298 @@
+// matmul: the scalar reference against exact arithmetic, every SIMD level against the
+// reference, and batch invariance (bit-identical rows whatever the batch and thread count).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/tensor_type.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
+#include "kernels/matmul_unpack.h"
+#include "kernels/quant.h"
+#include "kernels/thread_pool.h"
+
+namespace ubatch::kernels {
+namespace {
+
+const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
+                             TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
+                             TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K,
+                             TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                             TensorType::Q6_K};
+
+bool is_k_quant(TensorType t) {
+  return t == TensorType::Q2_K || t == TensorType::Q3_K || t == TensorType::Q4_K ||
+         t == TensorType::Q5_K || t == TensorType::Q6_K;
+}
+
+// Row lengths to try: every tail shape of the 32-element types (640 = 512 + 128 is the Gemma
+// 3 270M width), multiples of 256 for the K-quants, odd widths for the float types.
+std::vector<int64_t> widths(TensorType t) {
+  if (is_k_quant(t)) return {256, 512, 768, 1280, 2048};
+  if (t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16)
+    return {7, 32, 100, 640, 1000};
+  return {32, 64, 96, 160, 224, 480, 640, 992, 2048};
+}
+
+std::vector<int> half_fields(TensorType t) {
+  switch (t) {
+    case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q8_0: return {0};
+    case TensorType::Q4_1: case TensorType::Q5_1: case TensorType::Q4_K: case TensorType::Q5_K:
+      return {0, 2};
+    case TensorType::Q2_K: return {80, 82};
+    case TensorType::Q3_K: return {108};
+    case TensorType::Q6_K: return {208};
+    default: return {};
+  }
+}
+
+// Random weights: random bytes for the quants with finite random f16 scales; random values
+// for the float types.
+struct Weights {
+  std::vector<uint8_t> data;
+  WeightView view;
+};
+
+Weights random_weights(TensorType t, int64_t n_in, int64_t n_out, uint32_t seed) {
+  Weights w;
+  std::mt19937 rng(seed);
+  const size_t row_bytes = tensor_row_bytes(t, n_in);
+  w.data.resize(row_bytes * n_out);
+  for (auto& b : w.data) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  const int64_t n = n_in * n_out;
+  if (t == TensorType::F32) {
+    auto* f = reinterpret_cast<float*>(w.data.data());
+    for (int64_t i = 0; i < n; ++i) f[i] = ud(rng);
+  } else if (t == TensorType::F16 || t == TensorType::BF16) {
+    auto* h = reinterpret_cast<uint16_t*>(w.data.data());
+    for (int64_t i = 0; i < n; ++i)
+      h[i] = t == TensorType::F16 ? fp32_to_fp16(ud(rng)) : fp32_to_bf16(ud(rng));
+  } else {
+    const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(t));
+    for (int64_t b = 0; b < n / tr->block_size; ++b)
+      for (int off : half_fields(t)) {
+        const uint16_t h = fp32_to_fp16(ud(rng) * 0.05f);
+        std::memcpy(w.data.data() + b * tr->type_size + off, &h, 2);
+      }
+  }
+  w.view.type = t;
+  w.view.data = w.data.data();
+  w.view.n_in = n_in;
+  w.view.n_out = n_out;
+  w.view.row_bytes = row_bytes;
+  return w;
+}
+
+std::vector<float> random_x(int64_t n_tokens, int64_t n_in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n_tokens * n_in);
+  for (auto& v : x) v = nd(rng);
+  // Rows of different magnitudes, one all-zero row.
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t i = 0; i < n_in; ++i) x[t * n_in + i] *= t == 2 ? 0.0f : std::ldexp(1.0f, int(t % 5) - 2);
+  return x;
+}
+
+// Exact value the reference approximates, in double, and the magnitude sum(|w_i x_i|) that
+// scales the tolerances: W dequantized; x as the kernels see it (quantized per activation
+// block for the quantized types).
+void exact_dot(const Weights& w, const std::vector<float>& x, int64_t n_tokens,
+               std::vector<double>& exact, std::vector<double>& mag) {
+  const int64_t n_in = w.view.n_in, n_out = w.view.n_out;
+  std::vector<float> xs(x);
+  detail::QuantInfo info;
+  if (detail::quant_info(w.view.type, true, info)) {
+    std::vector<int8_t> q(n_in);
+    std::vector<float> d(n_in / info.act_block);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      detail::quantize_act_row(x.data() + t * n_in, n_in, info.act_block, q.data(), d.data());
+      for (int64_t i = 0; i < n_in; ++i) xs[t * n_in + i] = float(q[i]) * d[i / info.act_block];
+    }
+  }
+  exact.assign(n_tokens * n_out, 0.0);
+  mag.assign(n_tokens * n_out, 0.0);
+  std::vector<float> wr(n_in);
+  for (int64_t o = 0; o < n_out; ++o) {
+    dequantize_row(w.view.type, w.data.data() + o * w.view.row_bytes, wr.data(), n_in);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      double s = 0, m = 0;
+      for (int64_t i = 0; i < n_in; ++i) {
+        const double p = double(wr[i]) * double(xs[t * n_in + i]);
+        s += p;
+        m += std::fabs(p);
+      }
+      exact[t * n_out + o] = s;
+      mag[t * n_out + o] = m;
+    }
+  }
+}
+
+std::vector<SimdLevel> available_levels() {
+  std::vector<SimdLevel> levels = {SimdLevel::Scalar};
+  if (cpu_features().avx2) levels.push_back(SimdLevel::Avx2);
+  if (cpu_features().avx512 && cpu_features().avx512_vnni) levels.push_back(SimdLevel::Avx512);
+  return levels;
+}
+
+std::string describe(TensorType t, int64_t n_in, SimdLevel l) {
+  return std::string(tensor_type_name(t)) + " n_in=" + std::to_string(n_in) + " level=" +
+         simd_level_name(l);
+}
+
+// The reference is exact arithmetic up to float rounding: |ref - exact| <= 1e-5 * sum|w x|.
+TEST(MatmulReference, MatchesExactArithmetic) {
+  for (TensorType t : kTypes) {
+    for (int64_t n_in : widths(t)) {
+      const int64_t n_out = 5, n_tokens = 4;
+      const Weights w = random_weights(t, n_in, n_out, 11);
+      const std::vector<float> x = random_x(n_tokens, n_in, 12);
+      std::vector<double> exact, mag;
+      exact_dot(w, x, n_tokens, exact, mag);
+      std::vector<float> y(n_tokens * n_out);
+      matmul_reference(w.view, x.data(), n_tokens, y.data());
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_LE(std::fabs(y[i] - exact[i]), 1e-5 * mag[i] + 1e-30)
+            << tensor_type_name(t) << " n_in=" << n_in << " i=" << i;
+    }
+  }
+}
+
+// The quantized path differs from plain float math only by the activation quantization.
+TEST(MatmulReference, CloseToFloatMath) {
+  const int64_t n_in = 512, n_out = 8, n_tokens = 3;
+  for (TensorType t : kTypes) {
+    const Weights w = random_weights(t, n_in, n_out, 21);
+    const std::vector<float> x = random_x(n_tokens, n_in, 22);
+    std::vector<float> y(n_tokens * n_out), wr(n_in);
+    matmul_reference(w.view, x.data(), n_tokens, y.data());
+    for (int64_t o = 0; o < n_out; ++o) {
+      dequantize_row(t, w.data.data() + o * w.view.row_bytes, wr.data(), n_in);
+      for (int64_t tk = 0; tk < n_tokens; ++tk) {
+        double s = 0, m = 0;
+        for (int64_t i = 0; i < n_in; ++i) {
+          s += double(wr[i]) * x[tk * n_in + i];
+          m += std::fabs(double(wr[i]) * x[tk * n_in + i]);
+        }
+        ASSERT_NEAR(y[tk * n_out + o], s, 0.02 * m + 1e-30) << tensor_type_name(t);
+      }
+    }
+  }
+}
+
+TEST(Matmul, EveryLevelMatchesReference) {
+  ThreadPool pool(2);
+  for (SimdLevel level : available_levels()) {
+    for (TensorType t : kTypes) {
+      for (int64_t n_in : widths(t)) {
+        const int64_t n_out = 13;
+        for (int64_t n_tokens : {1, 3, 9, 17}) {
+          const Weights w = random_weights(t, n_in, n_out, 31 + uint32_t(n_in));
+          const std::vector<float> x = random_x(n_tokens, n_in, 32 + uint32_t(n_tokens));
+          std::vector<double> exact, mag;
+          exact_dot(w, x, n_tokens, exact, mag);
+          std::vector<float> ref(n_tokens * n_out), y(n_tokens * n_out, -1.0f);
+          matmul_reference(w.view, x.data(), n_tokens, ref.data());
+          detail::matmul_at_level(level, w.view, x.data(), n_tokens, y.data(), pool);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_LE(std::fabs(y[i] - ref[i]), 1e-5 * mag[i] + 1e-30)
+                << describe(t, n_in, level) << " n_tokens=" << n_tokens << " i=" << i
+                << " y=" << y[i] << " ref=" << ref[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+// y[t] must be bit-identical whatever else is in the batch, where t sits in it, the batch
+// size and the thread count.
+TEST(Matmul, BatchInvariance) {
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  ThreadPool* pools[] = {&pool1, &pool2, &pool3};
+  std::mt19937 rng(41);
+  for (SimdLevel level : available_levels()) {
+    for (TensorType t : kTypes) {
+      const int64_t n_in = is_k_quant(t) ? 768 : 640;
+      const int64_t n_out = 29;
+      const Weights w = random_weights(t, n_in, n_out, 42);
+      const int64_t n_max = 37;
+      const std::vector<float> x = random_x(n_max, n_in, 43);
+      // Each row alone, one thread: the reference bits.
+      std::vector<float> single(n_max * n_out);
+      for (int64_t r = 0; r < n_max; ++r)
+        detail::matmul_at_level(level, w.view, x.data() + r * n_in, 1, single.data() + r * n_out, pool1);
+      for (int64_t n_tokens : {1, 2, 5, 8, 9, 16, 23, 37}) {
+        // A random selection of rows, in random order.
+        std::vector<int64_t> rows(n_tokens);
+        for (auto& r : rows) r = static_cast<int64_t>(rng() % n_max);
+        std::vector<float> xb(n_tokens * n_in);
+        for (int64_t i = 0; i < n_tokens; ++i)
+          std::memcpy(xb.data() + i * n_in, x.data() + rows[i] * n_in, n_in * 4);
+        for (ThreadPool* pool : pools) {
+          std::vector<float> y(n_tokens * n_out);
+          detail::matmul_at_level(level, w.view, xb.data(), n_tokens, y.data(), *pool);
+          for (int64_t i = 0; i < n_tokens; ++i)
+            ASSERT_EQ(std::memcmp(y.data() + i * n_out, single.data() + rows[i] * n_out, n_out * 4), 0)
+                << describe(t, n_in, level) << " n_tokens=" << n_tokens << " row " << i
+                << " threads=" << pool->n_threads();
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, DispatchedEntryPointIsInvariant) {
+  ThreadPool pool(2);
+  const Weights w = random_weights(TensorType::Q8_0, 640, 50, 51);
+  const std::vector<float> x = random_x(12, 640, 52);
+  std::vector<float> y(12 * 50), y1(50);
+  matmul(w.view, x.data(), 12, y.data(), pool);
+  for (int64_t t = 0; t < 12; ++t) {
+    matmul(w.view, x.data() + t * 640, 1, y1.data(), pool);
+    ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * 50, 50 * 4), 0) << t;
+  }
+  EXPECT_TRUE(can_matmul(TensorType::Q6_K));
+  EXPECT_FALSE(can_matmul(TensorType::Q8_K));
+}
+
+// Every position of every group plan maps to a distinct segment inside the group, segments
+// stay inside one sub-block and one activation block, and the plan covers the row.
+TEST(MatmulPlan, GroupsCoverRows) {
+  std::vector<const detail::SegmentLayout*> layouts;
+  if (cpu_features().avx2) layouts.push_back(detail::backend_avx2().layout);
+  if (cpu_features().avx512 && cpu_features().avx512_vnni) layouts.push_back(detail::backend_avx512().layout);
+  for (const auto* layout : layouts) {
+    for (TensorType t : kTypes) {
+      detail::QuantInfo info;
+      if (!detail::quant_info(t, true, info)) continue;
+      for (int64_t n_in : widths(t)) {
+        std::vector<detail::Group> groups(detail::max_groups(n_in));
+        int64_t wb, xb;
+        const int n = detail::build_groups(info, n_in, *layout, groups.data(), wb, xb);
+        std::vector<int> covered(n_in, 0);
+        for (int g = 0; g < n; ++g) {
+          const auto& G = groups[g];
+          const int seg_len = 4 * G.steps;
+          for (int p = 0; p < detail::kPositions; ++p) {
+            if (G.pos_seg[p] < 0) continue;
+            const int64_t e0 = G.elem_start + G.pos_seg[p] * seg_len;
+            ASSERT_EQ(e0 / info.sub_block, (e0 + seg_len - 1) / info.sub_block);
+            ASSERT_EQ(e0 / info.act_block, (e0 + seg_len - 1) / info.act_block);
+            for (int e = 0; e < seg_len; ++e) covered[e0 + e]++;
+          }
+        }
+        for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(covered[i], 1) << tensor_type_name(t) << " " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ubatch::kernels
