@@ -1,0 +1,158 @@
+// Element-wise and per-row operations: scalar references and run-time dispatch.
+//
+// Accuracy choices shared by the reference and the SIMD paths (ops_avx2.cpp, ops_avx512.cpp):
+// - rms_norm sums x² in double, and computes the row's scale 1/sqrt(mean + eps) in double,
+//   rounded once to float; so the SIMD paths agree with the reference to the last bit in
+//   almost every row (they differ only in how the double sum is associated).
+// - softmax sums the exponentials in double.
+// - gelu_tanh uses the identity 0.5·(1 + tanh(u)) = 1 / (1 + exp(-2u)), i.e.
+//   gelu(x) = x / (1 + exp(-2u)), u = √(2/π)(x + 0.044715x³). It is the same function as the
+//   tanh form, without the cancellation 1 + tanh(u) suffers for negative x, and needs only
+//   an exponential (which the SIMD paths evaluate to ~1 ulp).
+// - rope has a single implementation: the dispatched version is the reference (cos/sin in
+//   double, the rotation in float), so scalar and SIMD runs give identical results.
+#include "kernels/ops.h"
+
+#include <cmath>
+
+#include "kernels/cpu_features.h"
+
+namespace ubatch::kernels {
+
+// Per-ISA entry points (ops_avx2.cpp, ops_avx512.cpp); called only when the CPU has the ISA.
+namespace avx2 {
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+void softmax(float* x, int64_t n);
+void gelu_tanh(const float* x, float* y, int64_t n);
+void silu(const float* x, float* y, int64_t n);
+}  // namespace avx2
+namespace avx512 {
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+void softmax(float* x, int64_t n);
+void gelu_tanh(const float* x, float* y, int64_t n);
+void silu(const float* x, float* y, int64_t n);
+}  // namespace avx512
+
+namespace ref {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
+  const float s = static_cast<float>(1.0 / std::sqrt(mean + static_cast<double>(eps)));
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * s) * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+  }
+}
+
+void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base, float freq_scale,
+          RopeStyle style) {
+  if (n_rot <= 0) return;
+  const int half = n_rot / 2;
+  const double p = static_cast<double>(pos) * static_cast<double>(freq_scale);
+  for (int i = 0; i < half; ++i) {
+    const double theta =
+        p * std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / n_rot);
+    const float c = static_cast<float>(std::cos(theta));
+    const float s = static_cast<float>(std::sin(theta));
+    const int i0 = style == RopeStyle::Normal ? 2 * i : i;
+    const int i1 = style == RopeStyle::Normal ? 2 * i + 1 : i + half;
+    for (int h = 0; h < n_head; ++h) {
+      float* xh = x + static_cast<int64_t>(h) * head_dim;
+      const float x0 = xh[i0];
+      const float x1 = xh[i1];
+      xh[i0] = x0 * c - x1 * s;
+      xh[i1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void gelu_tanh(const float* x, float* y, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  constexpr float kCoef = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float u = kSqrt2OverPi * (v + kCoef * (v * v * v));
+    y[i] = v / (1.0f + std::exp(-2.0f * u));
+  }
+}
+
+void silu(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
+}  // namespace ref
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  switch (simd_level()) {
+    case SimdLevel::Avx512: return avx512::rms_norm(x, w, y, n, eps);
+    case SimdLevel::Avx2: return avx2::rms_norm(x, w, y, n, eps);
+    case SimdLevel::Scalar: break;
+  }
+  ref::rms_norm(x, w, y, n, eps);
+}
+
+void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base, float freq_scale,
+          RopeStyle style) {
+  // A handful of sin/cos per token shared by all heads: not worth a SIMD variant, and one
+  // implementation keeps every level bit-identical.
+  ref::rope(x, n_head, head_dim, n_rot, pos, base, freq_scale, style);
+}
+
+void softmax(float* x, int64_t n) {
+  switch (simd_level()) {
+    case SimdLevel::Avx512: return avx512::softmax(x, n);
+    case SimdLevel::Avx2: return avx2::softmax(x, n);
+    case SimdLevel::Scalar: break;
+  }
+  ref::softmax(x, n);
+}
+
+void gelu_tanh(const float* x, float* y, int64_t n) {
+  switch (simd_level()) {
+    case SimdLevel::Avx512: return avx512::gelu_tanh(x, y, n);
+    case SimdLevel::Avx2: return avx2::gelu_tanh(x, y, n);
+    case SimdLevel::Scalar: break;
+  }
+  ref::gelu_tanh(x, y, n);
+}
+
+void silu(const float* x, float* y, int64_t n) {
+  switch (simd_level()) {
+    case SimdLevel::Avx512: return avx512::silu(x, y, n);
+    case SimdLevel::Avx2: return avx2::silu(x, y, n);
+    case SimdLevel::Scalar: break;
+  }
+  ref::silu(x, y, n);
+}
+
+// Exact element-wise arithmetic (one rounding per element): the compiler's vectorization
+// cannot change the results, so there is one implementation for every level.
+void mul(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+void add(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void scale(const float* a, float s, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * s;
+}
+
+}  // namespace ubatch::kernels
