@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tools/command.h"
@@ -40,7 +41,14 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     runners[sub] = c.setup(*sub);
   }
-  CLI11_PARSE(app, argc, argv);
+  // Multi-letter single-dash flags users know from llama.cpp tools (CLI11 only takes
+  // single-letter short options): rewrite them to their long names.
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args)
+    if (a == "-np") a = "--n-parallel";
+  std::vector<char*> argv2;
+  for (std::string& a : args) argv2.push_back(a.data());
+  CLI11_PARSE(app, static_cast<int>(argv2.size()), argv2.data());
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();
   return 1;

@@ -1,0 +1,33 @@
+// A batch: what one engine step hands to Context::decode — token ids, their positions, the
+// sequence(s) each token belongs to, and which rows need logits.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+namespace ubatch {
+
+struct Batch {
+  std::vector<int32_t> token;                 // [n_tokens] ids
+  std::vector<int32_t> pos;                   // [n_tokens] position in each of its sequences
+  std::vector<std::vector<int32_t>> seq_ids;  // [n_tokens] one or more seq_ids (the first computes; the others get a copy of its K/V)
+  std::vector<uint8_t> logits;                // [n_tokens] 1 = return this row's logits
+
+  int32_t n_tokens() const { return static_cast<int32_t>(token.size()); }
+  void add(int32_t id, int32_t p, std::initializer_list<int32_t> seqs, bool want_logits) {
+    token.push_back(id);
+    pos.push_back(p);
+    seq_ids.emplace_back(seqs);
+    logits.push_back(want_logits ? 1 : 0);
+  }
+  void add(int32_t id, int32_t p, int32_t seq, bool want_logits) { add(id, p, {seq}, want_logits); }
+  void clear() {
+    token.clear();
+    pos.clear();
+    seq_ids.clear();
+    logits.clear();
+  }
+};
+
+}  // namespace ubatch

@@ -1,0 +1,163 @@
+#include "context/context.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <fstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ubatch {
+
+uint64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t value = 0;
+  std::string unit;
+  while (in >> key >> value >> unit)
+    if (key == "MemAvailable:") return value * 1024;
+  return 0;
+}
+
+Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, const ContextParams& params) {
+  if (!model) return Status::error("context: no model");
+  if (params.n_batch <= 0 || params.n_ubatch <= 0)
+    return Status::error(fmt::format("context: n_batch ({}) and n_ubatch ({}) must be > 0", params.n_batch, params.n_ubatch));
+  if (params.kv_cache_fraction < 0.0f || params.kv_cache_fraction > 1.0f)
+    return Status::error("context: kv_cache_fraction must be in [0, 1]");
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->model_ = std::move(model);
+  ctx->params_ = params;
+  ctx->params_.n_ubatch = std::min(params.n_ubatch, params.n_batch);
+  const HParams& hp = ctx->model_->hparams();
+
+  KvCacheConfig kc;
+  kc.n_layer = hp.n_layer;
+  kc.n_embd_k = hp.n_embd_k_gqa();
+  kc.n_embd_v = hp.n_embd_v_gqa();
+  kc.block_size = params.kv_block_size;
+  kc.type = params.kv_type;
+  kc.n_kv_head = hp.n_kv_head;
+  kc.head_dim = hp.head_dim_k;
+  kc.n_rot = hp.n_rot;
+  kc.rope_style = hp.rope_style;
+  kc.rope_freq_scale = hp.rope_freq_scale;
+  for (int il = 0; il < hp.n_layer; ++il) kc.rope_base.push_back(hp.layer_is_swa[il] ? hp.rope_base_swa : hp.rope_base);
+  kc.n_cells = params.n_ctx;
+  if (params.kv_cache_fraction > 0.0f) {
+    const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(kc.type));
+    if (!tr) return Status::error("context: unknown KV type");
+    const uint64_t per_token = static_cast<uint64_t>(kc.n_layer) *
+        ((kc.n_embd_k + kc.n_embd_v) / tr->block_size) * tr->type_size;
+    const uint64_t avail = available_memory_bytes();
+    if (avail == 0) return Status::error("context: cannot read available memory for --kv-cache-fraction");
+    const uint64_t cells = static_cast<uint64_t>(avail * static_cast<double>(params.kv_cache_fraction)) / per_token;
+    kc.n_cells = static_cast<int32_t>(std::min<uint64_t>(cells, 1u << 24));
+  }
+  if (kc.n_cells < kc.block_size)
+    return Status::error(fmt::format("context: KV capacity {} tokens is below one block ({})", kc.n_cells, kc.block_size));
+  Result<std::unique_ptr<KvCache>> kv = KvCache::create(kc);
+  if (!kv) return kv.status();
+  ctx->kv_ = std::move(kv.value());
+  ctx->params_.n_ctx = static_cast<int32_t>(ctx->kv_->n_cells());
+  ctx->pool_ = std::make_unique<kernels::ThreadPool>(params.n_threads);
+  return ctx;
+}
+
+DecodeResult Context::validate(const Batch& b) const {
+  auto invalid = [](std::string m) { return DecodeResult{DecodeStatus::InvalidBatch, std::move(m)}; };
+  const int32_t n = b.n_tokens();
+  if (n <= 0) return invalid("decode: empty batch");
+  if (n > params_.n_batch) return invalid(fmt::format("decode: batch of {} tokens exceeds n_batch {}", n, params_.n_batch));
+  if (b.pos.size() != size_t(n) || b.seq_ids.size() != size_t(n) || b.logits.size() != size_t(n))
+    return invalid("decode: batch arrays differ in length");
+  const int32_t n_vocab = model_->hparams().n_vocab;
+  std::unordered_map<int32_t, std::pair<int32_t, int32_t>> next;  // seq -> (next pos, tokens)
+  std::unordered_set<int32_t> copy_targets;                       // seqs filled by copies
+  for (int32_t t = 0; t < n; ++t) {
+    if (b.token[t] < 0 || b.token[t] >= n_vocab)
+      return invalid(fmt::format("decode: token id {} at row {} outside the vocabulary [0, {})", b.token[t], t, n_vocab));
+    if (b.seq_ids[t].empty()) return invalid(fmt::format("decode: row {} has no seq_id", t));
+    for (size_t k = 1; k < b.seq_ids[t].size(); ++k)
+      for (size_t j = 0; j < k; ++j)
+        if (b.seq_ids[t][j] == b.seq_ids[t][k]) return invalid(fmt::format("decode: row {} lists seq {} twice", t, b.seq_ids[t][k]));
+    for (size_t k = 0; k < b.seq_ids[t].size(); ++k) {
+      const int32_t s = b.seq_ids[t][k];
+      if (s < 0) return invalid(fmt::format("decode: row {} has negative seq_id {}", t, s));
+      if (k == 0 && copy_targets.count(s))
+        return invalid(fmt::format("decode: row {} computes seq {} after an earlier row shared a token into it; "
+                                   "put shared rows in their own batch", t, s));
+      if (k > 0) copy_targets.insert(s);
+      auto it = next.find(s);
+      if (it == next.end()) {
+        const int32_t pmax = kv_->seq_pos_max(s);
+        it = next.emplace(s, std::make_pair(pmax < 0 ? b.pos[t] : pmax + 1, 0)).first;
+      }
+      if (b.pos[t] < 0 || b.pos[t] != it->second.first)
+        return invalid(fmt::format("decode: row {} has pos {} for seq {}, expected {}", t, b.pos[t], s, it->second.first));
+      ++it->second.first;
+      ++it->second.second;
+    }
+  }
+  int64_t need = 0;
+  for (const auto& [s, pc] : next) need += kv_->blocks_needed(s, pc.second);
+  if (need > kv_->n_blocks_available())
+    return DecodeResult{DecodeStatus::NoKvSpace,
+                        fmt::format("decode: KV cache full: batch needs {} blocks, {} available of {}", need,
+                                    kv_->n_blocks_available(), kv_->n_blocks())};
+  return {};
+}
+
+DecodeResult Context::decode(const Batch& b) {
+  if (DecodeResult r = validate(b); !r.ok()) return r;
+  const int32_t n = b.n_tokens();
+  const int32_t n_vocab = model_->hparams().n_vocab;
+  output_row_.assign(n, -1);
+  int32_t n_out = 0;
+  for (int32_t t = 0; t < n; ++t)
+    if (b.logits[t]) output_row_[t] = n_out++;
+  logits_.resize(static_cast<size_t>(n_out) * n_vocab);
+
+  std::vector<int32_t> primary(n);
+  for (int32_t t = 0; t < n; ++t) primary[t] = b.seq_ids[t][0];
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int32_t start = 0; start < n; start += params_.n_ubatch) {
+    const int32_t len = std::min(params_.n_ubatch, n - start);
+    KvView view;
+    Status s = kv_->place(&b.token[start], &b.pos[start], &primary[start], len, view);
+    UBATCH_CHECK_MSG(s.is_ok(), s.message().c_str());  // validated above: cannot fail
+    std::vector<int32_t> src_cell(view.write_cell, view.write_cell + len);
+    UBatch ub;
+    ub.n_tokens = len;
+    ub.token = &b.token[start];
+    ub.pos = &b.pos[start];
+    ub.output = &b.logits[start];
+    int32_t first_out = -1;
+    for (int32_t t = start; t < start + len && first_out < 0; ++t) first_out = output_row_[t];
+    float* out = first_out >= 0 ? logits_.data() + static_cast<size_t>(first_out) * n_vocab : nullptr;
+    s = model_->forward(ub, view, out, *pool_);
+    UBATCH_CHECK_MSG(s.is_ok(), s.message().c_str());
+    // Rows shared into further sequences: give each a cell holding a copy of the K/V.
+    for (int32_t t = start; t < start + len; ++t) {
+      for (size_t k = 1; k < b.seq_ids[t].size(); ++k) {
+        const int32_t tok = b.token[t], p = b.pos[t], seq = b.seq_ids[t][k];
+        KvView extra;
+        s = kv_->place(&tok, &p, &seq, 1, extra);
+        UBATCH_CHECK_MSG(s.is_ok(), s.message().c_str());
+        kv_->copy_cell(src_cell[t - start], extra.write_cell[0]);
+      }
+    }
+    ++perf_.n_ubatches;
+  }
+  perf_.t_forward_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  perf_.n_tokens += static_cast<uint64_t>(n);
+  ++perf_.n_decode;
+  return {};
+}
+
+const float* Context::logits(int32_t i) const {
+  if (i < 0 || i >= static_cast<int32_t>(output_row_.size()) || output_row_[i] < 0) return nullptr;
+  return logits_.data() + static_cast<size_t>(output_row_[i]) * model_->hparams().n_vocab;
+}
+
+}  // namespace ubatch

@@ -1,0 +1,85 @@
+// A model instance ready to run: the model, its paged KV cache, the thread pool, and
+// decode(batch) — validation, splitting into ubatches of n_ubatch tokens, KV placement
+// before compute, and the forward passes, in order.
+//
+// Owned and called by one thread (the engine thread); not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "context/batch.h"
+#include "kernels/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+
+namespace ubatch {
+
+struct ContextParams {
+  int32_t n_ctx = 4096;             // KV capacity in tokens, all sequences together
+  float kv_cache_fraction = 0.0f;   // > 0: size the cache to this share of available memory instead
+  int32_t n_batch = 2048;           // most tokens one decode() accepts
+  int32_t n_ubatch = 512;           // most tokens per forward pass
+  int32_t n_threads = 0;            // 0: all hardware threads
+  TensorType kv_type = TensorType::F16;
+  int32_t kv_block_size = 16;
+};
+
+// Return codes of decode(), as the field's C APIs use them: 0 ok, 1 no KV room for the
+// batch (recoverable: free something and retry; the cache is unchanged), negative: the batch
+// is invalid (message says why; the cache is unchanged).
+enum class DecodeStatus : int { Ok = 0, NoKvSpace = 1, InvalidBatch = -1 };
+
+struct DecodeResult {
+  DecodeStatus status = DecodeStatus::Ok;
+  std::string message;
+  bool ok() const { return status == DecodeStatus::Ok; }
+};
+
+struct ContextPerf {
+  uint64_t n_decode = 0;      // decode() calls that ran
+  uint64_t n_ubatches = 0;    // forward passes
+  uint64_t n_tokens = 0;      // tokens through the model
+  double t_forward_ms = 0.0;  // wall time in forward passes
+};
+
+class Context {
+ public:
+  // Errors: bad parameters, or a cache that cannot hold a single block.
+  static Result<std::unique_ptr<Context>> create(std::shared_ptr<Model> model, const ContextParams& params);
+
+  DecodeResult decode(const Batch& batch);
+
+  // Logits of the batch row i of the last decode (which must have had logits[i] set):
+  // [n_vocab] floats; nullptr otherwise.
+  const float* logits(int32_t i) const;
+  int32_t n_vocab() const { return model_->hparams().n_vocab; }
+
+  Model& model() { return *model_; }
+  const Model& model() const { return *model_; }
+  KvCache& kv() { return *kv_; }
+  const KvCache& kv() const { return *kv_; }
+  kernels::ThreadPool& pool() { return *pool_; }
+  const ContextParams& params() const { return params_; }
+  const ContextPerf& perf() const { return perf_; }
+
+ private:
+  Context() = default;
+  DecodeResult validate(const Batch& batch) const;
+
+  std::shared_ptr<Model> model_;
+  ContextParams params_;
+  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::vector<float> logits_;        // [n_outputs, n_vocab]
+  std::vector<int32_t> output_row_;  // [n_tokens of last batch] row in logits_ or -1
+  ContextPerf perf_;
+};
+
+// Bytes of memory currently available to the process (MemAvailable), 0 if unknown.
+uint64_t available_memory_bytes();
+
+}  // namespace ubatch

@@ -1,0 +1,166 @@
+// Paged KV cache: fixed-size blocks of token cells holding K and V for every layer,
+// per-sequence block tables, reference counts, copy-on-write, and a prefix cache.
+//
+// Storage per layer: K and V arrays of [n_blocks * block_size, n_embd_{k,v}] elements of
+// `type` (F16 by default; F32 or Q8_0). Cell c = block * block_size + slot. A sequence's
+// tokens occupy cells in position order: logical index i lives in
+// blocks[i / block_size] * block_size + i % block_size (a block table, as in vLLM's
+// PagedAttention, Kwon et al. 2023).
+//
+// Sharing: seq_cp shares every block of the source (reference counts); the first write into
+// a shared, partly filled last block copies it first (copy-on-write). Prefix cache: each full
+// block of a sequence that started at position 0 is keyed by a hash chained over its token ids
+// (xxHash64 of the block's ids seeded with the previous block's key); a new sequence reuses
+// the longest cached prefix of its prompt (seq_reuse_prefix). Blocks nobody references stay
+// cached and are evicted least-recently-used when the free list runs out.
+//
+// Not thread-safe: owned by the engine thread. Errors are return values, never aborts:
+// running out of blocks leaves the cache unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor_type.h"
+#include "kernels/ops.h"
+#include "model/ubatch.h"
+
+namespace ubatch {
+
+struct KvCacheConfig {
+  int32_t n_layer = 0;
+  int32_t n_embd_k = 0;     // K elements per token per layer (n_kv_head * head_dim)
+  int32_t n_embd_v = 0;     // V elements per token per layer
+  int32_t n_cells = 0;      // capacity in tokens (rounded up to whole blocks)
+  int32_t block_size = 16;  // cells per block
+  TensorType type = TensorType::F16;
+  // For seq_shift: keys are re-rotated by the position delta with the model's RoPE.
+  int32_t n_kv_head = 0;
+  int32_t head_dim = 0;
+  int32_t n_rot = 0;
+  kernels::RopeStyle rope_style = kernels::RopeStyle::Normal;
+  std::vector<float> rope_base;  // [n_layer]
+  float rope_freq_scale = 1.0f;
+};
+
+struct KvStats {
+  int32_t n_blocks = 0;         // total
+  int32_t n_blocks_used = 0;    // referenced by at least one sequence
+  int32_t n_blocks_cached = 0;  // unreferenced, kept for prefix reuse (evictable)
+  int32_t n_blocks_free = 0;    // never used or evicted
+  int32_t n_sequences = 0;
+  uint64_t prefix_queries = 0;  // prompt tokens looked up (seq_reuse_prefix)
+  uint64_t prefix_hits = 0;     // prompt tokens served from cached blocks
+  uint64_t evictions = 0;       // cached blocks evicted
+  double hit_rate() const { return prefix_queries ? double(prefix_hits) / double(prefix_queries) : 0.0; }
+};
+
+class KvCache {
+ public:
+  // Allocates storage; errors for zero sizes or an unsupported type (row sizes must be a
+  // multiple of the type's block size).
+  static Result<std::unique_ptr<KvCache>> create(const KvCacheConfig& config);
+
+  const KvCacheConfig& config() const { return cfg_; }
+  int32_t n_blocks() const { return n_blocks_; }
+  int32_t block_size() const { return cfg_.block_size; }
+  int64_t n_cells() const { return int64_t{n_blocks_} * cfg_.block_size; }
+  // Bytes of K and V storage.
+  size_t storage_bytes() const;
+  // Blocks a new allocation could take now (free + evictable cached).
+  int32_t n_blocks_available() const;
+
+  // ---- sequences (created on first use; seq_id >= 0) ----
+  bool seq_exists(int32_t seq_id) const;
+  int32_t seq_n_tokens(int32_t seq_id) const;  // 0 for unknown sequences
+  int32_t seq_pos_max(int32_t seq_id) const;   // -1 when empty
+  int32_t seq_n_blocks(int32_t seq_id) const;
+  std::vector<int32_t> seq_ids() const;
+
+  // Removes the cells of seq_id with pos in [p0, p1) (p1 < 0: to the end). Only a suffix
+  // of the sequence (or all of it) can be removed: returns false, changing nothing, when
+  // cells outside the range follow it.
+  bool seq_rm(int32_t seq_id, int32_t p0, int32_t p1);
+  // Makes dst a copy of src sharing all its blocks (dst's previous content is removed).
+  void seq_cp(int32_t src, int32_t dst);
+  // Removes every sequence but seq_id.
+  void seq_keep(int32_t seq_id);
+  // Adds delta to the positions of seq_id's cells with pos in [p0, p1) (p1 < 0: to the end)
+  // and re-rotates their keys; shared blocks are copied first. Positions stay increasing
+  // (false, nothing changed, if the shift would make them collide or go negative).
+  bool seq_shift(int32_t seq_id, int32_t p0, int32_t p1, int32_t delta);
+  void clear();
+
+  // ---- prefix cache ----
+  // For an empty seq_id about to receive `tokens` from position 0: attaches the longest
+  // run of cached full blocks matching tokens[0 .. max_tokens) and returns how many tokens
+  // that covers (a multiple of block_size, possibly 0). Counts queries and hits.
+  int32_t seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t n_tokens, int32_t max_tokens);
+
+  // ---- placement (place before compute) ----
+  // Number of new blocks appending n tokens to seq_id would take (including a copy of a
+  // shared partly filled last block).
+  int32_t blocks_needed(int32_t seq_id, int32_t n) const;
+
+  // Appends one cell per token to its sequence (tokens of a sequence in position order) and
+  // fills `view` for the forward pass. Positions must continue each sequence
+  // (pos == seq_pos_max + 1). Errors, with the cache unchanged: bad seq_id/pos, or not
+  // enough blocks (message starts with "kv: out of blocks").
+  // The arrays in the view stay valid until the next call that changes the cache.
+  Status place(const int32_t* token, const int32_t* pos, const int32_t* seq_id, int32_t n_tokens,
+               KvView& view);
+
+  // Copies the K/V rows (every layer) of cell `from` to cell `to`.
+  void copy_cell(int32_t from, int32_t to);
+
+  KvStats stats() const;
+  // Checks reference counts and the free/cached/used partition; aborts on a broken
+  // invariant (tests and debug builds call it after every operation).
+  void check_invariants() const;
+
+ private:
+  struct Sequence {
+    std::vector<int32_t> blocks;  // block table
+    std::vector<int32_t> cells;   // [n_tokens] cell of each logical index (expanded table)
+    std::vector<uint64_t> hashes; // chained key of each full block (when hashable)
+    bool hashable = true;         // started at position 0 and never shifted
+  };
+  explicit KvCache(const KvCacheConfig& config);
+
+  int32_t alloc_block();                // takes a free block, else evicts the LRU cached one
+  void release_block(int32_t block);    // ref--, to cached (if keyed) or free list at 0
+  void retain_block(int32_t block);     // ref++ (revives a cached block)
+  void copy_block_cells(int32_t from_block, int32_t to_block, int32_t n_cells);
+  void drop_key(int32_t block);
+  void remove_seq(int32_t seq_id);
+  void seal_full_block(Sequence& s, int32_t block_index);
+  static uint64_t chain_hash(uint64_t prev, const int32_t* tokens, int32_t n);
+
+  KvCacheConfig cfg_;
+  int32_t n_blocks_ = 0;
+  std::vector<std::vector<uint8_t>> k_, v_;  // [n_layer][n_cells * row_bytes]
+  size_t k_row_bytes_ = 0, v_row_bytes_ = 0;
+  std::vector<int32_t> cell_pos_;    // [n_cells]
+  std::vector<int32_t> cell_token_;  // [n_cells]
+  std::vector<int32_t> ref_;         // [n_blocks]
+  std::vector<uint64_t> key_;        // [n_blocks] prefix key (valid when has_key_)
+  std::vector<uint8_t> has_key_;     // [n_blocks]
+  std::vector<int32_t> free_;        // free blocks (stack)
+  std::list<int32_t> lru_;           // cached (ref 0, keyed) blocks, least recent first
+  std::vector<std::list<int32_t>::iterator> lru_pos_;  // [n_blocks]
+  std::vector<uint8_t> in_lru_;      // [n_blocks]
+  std::unordered_map<uint64_t, int32_t> by_key_;
+  std::unordered_map<int32_t, Sequence> seqs_;
+  uint64_t prefix_queries_ = 0, prefix_hits_ = 0, evictions_ = 0;
+
+  // Placement scratch for the view.
+  std::vector<int32_t> write_cell_, n_visible_;
+  std::vector<const int32_t*> cells_ptr_;
+};
+
+}  // namespace ubatch

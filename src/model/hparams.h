@@ -1,0 +1,56 @@
+// Hyper-parameters of a decoder-only transformer, read from GGUF metadata
+// (`<arch>.embedding_length`, `<arch>.attention.head_count`, …; key names from the GGUF spec,
+// https://github.com/ggml-org/ggml/blob/master/docs/gguf.md#llm), plus the per-architecture
+// choices that shape the forward pass. One forward pass serves every architecture; an
+// architecture is a set of these choices (see arch_llama.cpp, arch_gemma3.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "gguf/gguf.h"
+#include "kernels/ops.h"
+
+namespace ubatch {
+
+enum class FfnActivation { SiLU, GeluTanh };
+
+struct HParams {
+  std::string arch;          // general.architecture: "llama", "gemma3"
+  int32_t n_vocab = 0;       // rows of token_embd
+  int32_t n_ctx_train = 0;   // <arch>.context_length
+  int32_t n_embd = 0;        // <arch>.embedding_length
+  int32_t n_layer = 0;       // <arch>.block_count
+  int32_t n_ff = 0;          // <arch>.feed_forward_length
+  int32_t n_head = 0;        // <arch>.attention.head_count
+  int32_t n_kv_head = 0;     // <arch>.attention.head_count_kv (default n_head)
+  int32_t head_dim_k = 0;    // <arch>.attention.key_length (default n_embd / n_head)
+  int32_t head_dim_v = 0;    // <arch>.attention.value_length (default head_dim_k)
+  int32_t n_rot = 0;         // <arch>.rope.dimension_count (default head_dim_k)
+  float rms_eps = 1e-5f;     // <arch>.attention.layer_norm_rms_epsilon
+  float rope_base = 10000.0f;      // <arch>.rope.freq_base
+  float rope_base_swa = 10000.0f;  // <arch>.rope.freq_base_swa (sliding-window layers)
+  float rope_freq_scale = 1.0f;    // 1 / <arch>.rope.scaling.factor for linear scaling
+  kernels::RopeStyle rope_style = kernels::RopeStyle::Normal;
+  float attn_scale = 0.0f;         // query scale; 1/sqrt(head_dim_k) by default
+  int32_t sliding_window = 0;      // <arch>.attention.sliding_window (0: none)
+  std::vector<bool> layer_is_swa;  // [n_layer] true where the layer uses the sliding window
+
+  // Architecture choices.
+  bool embd_scale_sqrt = false;    // multiply embeddings by sqrt(n_embd) (Gemma)
+  bool qk_norm = false;            // RMSNorm on each head of Q and K (Gemma 3)
+  bool post_norms = false;         // RMSNorm after attention and after the FFN (Gemma 2/3)
+  FfnActivation ffn_act = FfnActivation::SiLU;
+
+  int32_t n_embd_k_gqa() const { return n_kv_head * head_dim_k; }  // K row per token
+  int32_t n_embd_v_gqa() const { return n_kv_head * head_dim_v; }  // V row per token
+  int32_t n_embd_q() const { return n_head * head_dim_k; }
+
+  // Reads general.architecture and the keys above; errors name the missing or bad key and
+  // unknown architectures.
+  static Result<HParams> from_gguf(const gguf::File& file);
+};
+
+}  // namespace ubatch

@@ -1,0 +1,72 @@
+// A decoder-only transformer loaded from a GGUF file, and its forward pass over a ubatch.
+//
+// Weights stay in the file mapping (no copy); the Model keeps the gguf::File alive. The
+// forward pass is one code path for every architecture (HParams holds the differences):
+//   x = embed(tokens) [× sqrt(n_embd)]
+//   per layer: h = x + [post_norm](Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)))
+//              x = h + [post_norm](W_down · (act(W_gate·n(h)) ⊙ W_up·n(h)))
+//   logits = W_out · norm(x), only for rows with UBatch::output set.
+// Thread-compatibility: one thread at a time calls forward(); kernels use the thread pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "gguf/gguf.h"
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+#include "model/hparams.h"
+#include "model/ubatch.h"
+
+namespace ubatch {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;      // [n_embd]
+  kernels::WeightView wq, wk, wv, wo;    // [n_embd_q, n_embd], [n_embd_k_gqa, n_embd], …, [n_embd, n_embd_q]
+  const float* q_norm = nullptr;         // [head_dim_k] (qk_norm)
+  const float* k_norm = nullptr;         // [head_dim_k] (qk_norm)
+  const float* post_attn_norm = nullptr; // [n_embd] (post_norms)
+  const float* ffn_norm = nullptr;       // [n_embd]
+  kernels::WeightView w_gate, w_up, w_down;  // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
+  const float* post_ffn_norm = nullptr;  // [n_embd] (post_norms)
+};
+
+class Model {
+ public:
+  // Loads hyper-parameters and binds every tensor, checking names, shapes and types.
+  // Errors: unknown architecture, missing tensor (named), wrong shape, unsupported type.
+  static Result<std::unique_ptr<Model>> load(std::shared_ptr<const gguf::File> file);
+  // Opens `path` and loads it.
+  static Result<std::unique_ptr<Model>> load_file(const std::string& path);
+
+  const HParams& hparams() const { return hp_; }
+  const gguf::File& file() const { return *file_; }
+  // Bytes of weights (tensor data) the forward pass streams.
+  size_t weight_bytes() const { return weight_bytes_; }
+
+  // Runs the ubatch. Every token's K/V row is written into its KV cell before attention of
+  // the same layer. logits: [n_outputs, n_vocab] f32 for the rows with output set, in
+  // ubatch order. Errors (nothing written to logits): token id out of range, n_tokens <= 0.
+  Status forward(const UBatch& ub, const KvView& kv, float* logits, kernels::ThreadPool& pool);
+
+ private:
+  Model() = default;
+  Status bind_weights();
+
+  std::shared_ptr<const gguf::File> file_;
+  HParams hp_;
+  kernels::WeightView tok_embd_;  // [n_vocab, n_embd]
+  const float* output_norm_ = nullptr;
+  kernels::WeightView output_;    // [n_vocab, n_embd] (tok_embd_ when tied)
+  std::vector<LayerWeights> layers_;
+  size_t weight_bytes_ = 0;
+
+  // Scratch reused across calls, sized for the largest ubatch seen.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_, out_rows_;
+  std::vector<float> attn_scratch_;  // [n_threads, max cells]
+};
+
+}  // namespace ubatch

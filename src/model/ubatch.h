@@ -1,0 +1,47 @@
+// What one forward pass consumes: a ubatch of tokens with positions and sequence ids, and
+// where each token's keys and values live in the KV cache.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/tensor_type.h"
+
+namespace ubatch {
+
+// A physical micro-batch (at most n_ubatch tokens). Arrays are [n_tokens].
+struct UBatch {
+  int32_t n_tokens = 0;
+  const int32_t* token = nullptr;   // token ids, each in [0, n_vocab)
+  const int32_t* pos = nullptr;     // position of each token in its sequence (RoPE index)
+  const uint8_t* output = nullptr;  // 1 where the caller wants this row's logits
+};
+
+// One layer's K and V storage: [n_cells, n_embd_{k,v}_gqa] elements of KvView::type,
+// rows row_bytes apart. Cell c's row starts at k + c * k_row_bytes.
+struct KvLayerView {
+  void* k = nullptr;
+  void* v = nullptr;
+  size_t k_row_bytes = 0;
+  size_t v_row_bytes = 0;
+};
+
+// Where the ubatch's tokens write their K/V and which cells each token attends to, prepared
+// by the KV cache before the forward pass (place before compute). For token t:
+//   write_cell[t]                 the cell its K and V go to;
+//   cells[t][0 .. n_cells[t])     the cells of its sequence it may see (causal mask applied:
+//                                 positions <= pos[t]), in increasing position order,
+//                                 including its own cell and those of earlier tokens of the
+//                                 same sequence in this ubatch;
+//   cell_pos[c]                   the position stored in cell c (the forward pass applies the
+//                                 sliding-window mask with it: visible iff pos[t] - cell_pos < window).
+struct KvView {
+  TensorType type = TensorType::F16;
+  std::vector<KvLayerView> layers;   // [n_layer]
+  const int32_t* write_cell = nullptr;
+  const int32_t* const* cells = nullptr;
+  const int32_t* n_cells = nullptr;
+  const int32_t* cell_pos = nullptr;
+};
+
+}  // namespace ubatch
