@@ -93,8 +93,9 @@ int build_groups(const QuantInfo& info, int64_t n_in, const SegmentLayout& layou
 
 int64_t row_scratch_bytes(const Plan& plan, int64_t n_tokens) {
   const int64_t n_sub = plan.n_in / plan.info.sub_block;
-  const int64_t rows = n_tokens > 1 ? kMaxRowBlock : 1;
-  return (plan.n_in + 1024) + 2 * 4 * (n_sub + 64) + rows * plan.w_row_bytes_packed + 256;
+  const int64_t rows = kMaxRowBlock;
+  return (plan.n_in + 1024) + 2 * 4 * (n_sub + 64) + rows * plan.w_row_bytes_packed + 256 +
+         4 * kOutRows * n_tokens;
 }
 
 namespace {
@@ -187,6 +188,13 @@ void reference_rows(const WeightView& w, const float* x, const RefActs& acts, in
   }
 }
 
+// Thread ith's rows: whole multiples of kOutRows (the last range ends at n_out).
+void split_rows(int64_t n_out, int ith, int nth, int64_t& r0, int64_t& r1) {
+  ThreadPool::split((n_out + kOutRows - 1) / kOutRows, ith, nth, r0, r1);
+  r0 = std::min(r0 * kOutRows, n_out);
+  r1 = std::min(r1 * kOutRows, n_out);
+}
+
 void check_view(const WeightView& w) {
   UBATCH_CHECK_MSG(can_matmul(w.type), "matmul: unsupported weight type");
   UBATCH_CHECK(w.data != nullptr || w.n_out == 0);
@@ -227,9 +235,9 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
   if (is_float_type(w.type)) {
     pool.run([&](int ith, int nth) {
       int64_t r0, r1;
-      ThreadPool::split(w.n_out, ith, nth, r0, r1);
+      split_rows(w.n_out, ith, nth, r0, r1);
       if (r0 == r1) return;
-      uint8_t* scratch = t_row_scratch.get(static_cast<size_t>(4 * w.n_in + 128));
+      uint8_t* scratch = t_row_scratch.get(static_cast<size_t>(float_scratch_bytes(w.n_in, n_tokens)));
       be.rows_float(w, x, n_tokens, y, r0, r1, scratch);
     });
     return;
@@ -259,7 +267,7 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
   const size_t scratch_bytes = static_cast<size_t>(row_scratch_bytes(plan, n_tokens));
   pool.run([&](int ith, int nth) {
     int64_t r0, r1;
-    ThreadPool::split(w.n_out, ith, nth, r0, r1);
+    split_rows(w.n_out, ith, nth, r0, r1);
     if (r0 == r1) return;
     be.rows_quant(plan, w, xp, n_tokens, y, r0, r1, t_row_scratch.get(scratch_bytes));
   });

@@ -237,32 +237,77 @@ void row_tile_any(int tt, const Plan& plan, const uint8_t* wp, const uint8_t* xp
 
 constexpr int kTile = 4;
 constexpr int kRowBlock = kMaxRowBlock;
+constexpr int kPrefetchRows = 4;  // how far ahead (in rows) the weights are prefetched
+
+// Weight rows packed at a time: one while all packed activations stay in L1 (each row's tiles
+// then read them from there); else kRowBlock, and each tile of activations is read from L2
+// once per block instead of once per row. Results do not depend on it.
+int64_t row_block(const Plan& plan, int64_t n_tokens) {
+  return n_tokens > kTile && n_tokens * plan.x_row_bytes_packed > 24 * 1024 ? kRowBlock : 1;
+}
+
+// ybuf[t][0 .. nb) (rows of kOutRows floats) -> y[t * n_out + 0 .. nb).
+void store_rows(const float* ybuf, int64_t n_tokens, int64_t nb, float* y, int64_t n_out) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* src = ybuf + t * kOutRows;
+    float* dst = y + t * n_out;
+    if (nb == kOutRows) {
+      _mm256_storeu_ps(dst, _mm256_loadu_ps(src));
+      _mm256_storeu_ps(dst + 8, _mm256_loadu_ps(src + 8));
+    } else {
+      for (int64_t i = 0; i < nb; ++i) dst[i] = src[i];
+    }
+  }
+}
 
 void rows_quant(const Plan& plan, const WeightView& w, const uint8_t* x_packed, int64_t n_tokens,
                 float* y, int64_t r0, int64_t r1, uint8_t* scratch) {
   const RowScratch s = carve(plan, scratch);
-  const int64_t rb = n_tokens > kTile ? kRowBlock : 1;
+  // Results of kOutRows weight rows for every token, written out together: y's rows for
+  // different tokens are n_out floats apart (often a multiple of 4 KiB), so writing them a
+  // float at a time would keep n_tokens lines of one cache set open and thrash it.
+  float* ybuf = reinterpret_cast<float*>(s.packed + kMaxRowBlock * plan.w_row_bytes_packed);
+  const int64_t rb = row_block(plan, n_tokens);
   const int64_t wpb = plan.w_row_bytes_packed, xstride = plan.x_row_bytes_packed;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const bool is_signed = plan.type == TensorType::Q8_0;
-  for (int64_t r = r0; r < r1; r += rb) {
-    const int64_t nr = min64(rb, r1 - r);
-    for (int64_t i = 0; i < nr; ++i)
-      pack_weight_row(plan, wdata + (r + i) * w.row_bytes, s, s.packed + i * wpb);
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
-      const int tt = static_cast<int>(min64(kTile, n_tokens - t0));
-      for (int64_t i = 0; i < nr; ++i) {
-        float* yo = y + t0 * w.n_out + r + i;
-        const uint8_t* xp = x_packed + t0 * xstride;
-        const uint8_t* wp = s.packed + i * wpb;
-        if (is_signed)
-          row_tile_any<false, true>(tt, plan, wp, xp, xstride, yo, w.n_out);
-        else if (plan.info.has_min)
-          row_tile_any<true, false>(tt, plan, wp, xp, xstride, yo, w.n_out);
+  for (int64_t ob = r0; ob < r1; ob += kOutRows) {
+    const int64_t ob_end = min64(ob + kOutRows, r1);
+    for (int64_t r = ob; r < ob_end; r += rb) {
+      const int64_t nr = min64(rb, ob_end - r);
+      // Software prefetch, kPrefetchRows rows past the block, one row per row of work:
+      // the rows stream from memory, and the work between loads would otherwise leave the
+      // memory system idle (a burst of prefetches per block would only queue up).
+      // Into L1 for one tile; into L2 when the packed activations of several tiles fill L1.
+      auto prefetch_row = [&](int64_t pr) {
+        if (pr >= r1) return;
+        const char* p = reinterpret_cast<const char*>(wdata + pr * w.row_bytes);
+        if (rb == 1)
+          for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
         else
-          row_tile_any<false, false>(tt, plan, wp, xp, xstride, yo, w.n_out);
+          for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
+      };
+      for (int64_t i = 0; i < nr; ++i) {
+        if (rb == 1) prefetch_row(r + kPrefetchRows);
+        pack_weight_row(plan, wdata + (r + i) * w.row_bytes, s, s.packed + i * wpb);
+      }
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
+        const int tt = static_cast<int>(min64(kTile, n_tokens - t0));
+        const uint8_t* xp = x_packed + t0 * xstride;
+        for (int64_t i = 0; i < nr; ++i) {
+          if (rb > 1 && t0 == 0) prefetch_row(r + nr + i + kPrefetchRows - 1);
+          float* yo = ybuf + t0 * kOutRows + (r - ob) + i;
+          const uint8_t* wp = s.packed + i * wpb;
+          if (is_signed)
+            row_tile_any<false, true>(tt, plan, wp, xp, xstride, yo, kOutRows);
+          else if (plan.info.has_min)
+            row_tile_any<true, false>(tt, plan, wp, xp, xstride, yo, kOutRows);
+          else
+            row_tile_any<false, false>(tt, plan, wp, xp, xstride, yo, kOutRows);
+        }
       }
     }
+    store_rows(ybuf, n_tokens, ob_end - ob, y + ob, w.n_out);
   }
 }
 
@@ -302,33 +347,41 @@ void rows_float(const WeightView& w, const float* x, int64_t n_tokens, float* y,
                 int64_t r1, uint8_t* scratch) {
   const int64_t n_in = w.n_in;
   float* conv = reinterpret_cast<float*>(scratch);
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * w.row_bytes;
-    const float* wr = conv;
-    if (w.type == TensorType::F32) {
-      wr = reinterpret_cast<const float*>(src);
-    } else {
-      const auto* h = reinterpret_cast<const uint16_t*>(src);
-      int64_t i = 0;
-      if (w.type == TensorType::F16) {
-        for (; i + 8 <= n_in; i += 8)
-          _mm256_storeu_ps(conv + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-        for (; i < n_in; ++i) conv[i] = _cvtsh_ss(h[i]);
+  float* ybuf = conv + n_in + 16;  // [n_tokens][kOutRows], as in rows_quant
+  for (int64_t ob = r0; ob < r1; ob += kOutRows) {
+    const int64_t ob_end = min64(ob + kOutRows, r1);
+    for (int64_t r = ob; r < ob_end; ++r) {
+      const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * w.row_bytes;
+      if (r + kPrefetchRows < r1)
+        for (size_t off = 0; off < w.row_bytes; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchRows * w.row_bytes + off), _MM_HINT_T0);
+      const float* wr = conv;
+      if (w.type == TensorType::F32) {
+        wr = reinterpret_cast<const float*>(src);
       } else {
-        for (; i + 8 <= n_in; i += 8) {
-          const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
-          _mm256_storeu_ps(conv + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
-        }
-        for (; i < n_in; ++i) {
-          const uint32_t b = static_cast<uint32_t>(h[i]) << 16;
-          __builtin_memcpy(conv + i, &b, 4);
+        const auto* h = reinterpret_cast<const uint16_t*>(src);
+        int64_t i = 0;
+        if (w.type == TensorType::F16) {
+          for (; i + 8 <= n_in; i += 8)
+            _mm256_storeu_ps(conv + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+          for (; i < n_in; ++i) conv[i] = _cvtsh_ss(h[i]);
+        } else {
+          for (; i + 8 <= n_in; i += 8) {
+            const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
+            _mm256_storeu_ps(conv + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+          }
+          for (; i < n_in; ++i) {
+            const uint32_t b = static_cast<uint32_t>(h[i]) << 16;
+            __builtin_memcpy(conv + i, &b, 4);
+          }
         }
       }
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
+        const int tt = static_cast<int>(min64(8, n_tokens - t0));
+        float_tile_any(tt, wr, n_in, x + t0 * n_in, ybuf + t0 * kOutRows + (r - ob), kOutRows);
+      }
     }
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
-      const int tt = static_cast<int>(min64(8, n_tokens - t0));
-      float_tile_any(tt, wr, n_in, x + t0 * n_in, y + t0 * w.n_out + r, w.n_out);
-    }
+    store_rows(ybuf, n_tokens, ob_end - ob, y + ob, w.n_out);
   }
 }
 

@@ -83,6 +83,9 @@ inline int64_t max_groups(int64_t n_in) { return n_in / 512 + 8; }
 // Bytes of per-thread scratch the row kernels need for one call: they pack at most
 // kMaxRowBlock weight rows at a time (one when n_tokens == 1).
 constexpr int kMaxRowBlock = 8;
+// Rows whose results the kernels collect before writing them to y (one 64-byte line per
+// token); threads get whole multiples of it.
+constexpr int kOutRows = 16;
 int64_t row_scratch_bytes(const Plan& plan, int64_t n_tokens);
 
 // One SIMD level's implementation (AVX2 or AVX-512 VNNI).
@@ -96,10 +99,14 @@ struct Backend {
   // y rows [r0, r1) for all tokens, from packed activations. scratch: row_scratch_bytes.
   void (*rows_quant)(const Plan& plan, const WeightView& w, const uint8_t* x_packed,
                      int64_t n_tokens, float* y, int64_t r0, int64_t r1, uint8_t* scratch);
-  // F32/F16/BF16 weights: y rows [r0, r1) for all tokens from f32 x. scratch: 4 * n_in + 64.
+  // F32/F16/BF16 weights: y rows [r0, r1) for all tokens from f32 x.
+  // scratch: float_scratch_bytes(n_in, n_tokens).
   void (*rows_float)(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                      int64_t r1, uint8_t* scratch);
 };
+inline int64_t float_scratch_bytes(int64_t n_in, int64_t n_tokens) {
+  return 4 * n_in + 128 + 4 * kOutRows * n_tokens;
+}
 inline int64_t act_tmp_bytes(int64_t n_in) { return 2 * n_in + 1024 + 4 * (n_in / 32 + 32); }
 
 const Backend& backend_avx2();
