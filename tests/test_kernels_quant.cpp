@@ -91,11 +91,15 @@ TEST(Fp16, RoundsToNearestEven) {
     }
     const double v = fp16_to_fp32(m);
     const double err = std::fabs(a - v);
-    if (m > 0) ASSERT_LE(err, std::fabs(a - double(fp16_to_fp32(m - 1)))) << f;
+    if (m > 0) {
+      ASSERT_LE(err, std::fabs(a - double(fp16_to_fp32(m - 1)))) << f;
+    }
     const double up = m + 1 == 0x7C00 ? 65536.0 : double(fp16_to_fp32(m + 1));
     const double err_up = std::fabs(a - up);
     ASSERT_LE(err, err_up) << f;
-    if (err == err_up) ASSERT_EQ(m & 1, 0) << "tie not to even for " << f;
+    if (err == err_up) {
+      ASSERT_EQ(m & 1, 0) << "tie not to even for " << f;
+    }
     ASSERT_EQ(h & 0x8000, f < 0 ? 0x8000 : 0);
   }
 }
@@ -130,7 +134,9 @@ TEST(Bf16, ConversionsAndRounding) {
   EXPECT_TRUE(std::isnan(bf16_to_fp32(nan)));
   for (uint32_t h = 0; h < 65536; ++h) {
     const float f = bf16_to_fp32(static_cast<uint16_t>(h));
-    if (!std::isnan(f)) ASSERT_EQ(fp32_to_bf16(f), h);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(fp32_to_bf16(f), h);
+    }
   }
 }
 

@@ -145,13 +145,13 @@ inline void block_halves(const uint8_t* base, int stride, int64_t n, float* out)
 // Natural per-sub-block scales of the K-quants the fused loaders handle.
 inline void scales_q4_k(const BlockQ4_K* b, int64_t n_sb, float* dw, float* mw) {
   for (int64_t i = 0; i < n_sb; ++i, dw += 8, mw += 8) {
-    const float d = _cvtsh_ss(b[i].d), dmin = _cvtsh_ss(b[i].dmin);
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, mn;
-      k4_scale_min(b[i].scales, s, sc, mn);
-      dw[s] = d * static_cast<float>(sc);
-      mw[s] = -(dmin * static_cast<float>(mn));
-    }
+    uint8_t sm[16];  // 8 scales, then 8 mins
+    k4_scales_mins(b[i].scales, sm, sm + 8);
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(loadu128(sm)));
+    const __m512 f = _mm512_setr_ps(_cvtsh_ss(b[i].d), 0, 0, 0, 0, 0, 0, 0, -_cvtsh_ss(b[i].dmin), 0, 0, 0, 0, 0, 0, 0);
+    const __m512 r = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8), f), v);
+    _mm256_storeu_ps(dw, _mm512_castps512_ps256(r));
+    _mm256_storeu_ps(mw, _mm512_extractf32x8_ps(r, 1));
   }
 }
 inline void scales_q6_k(const BlockQ6_K* b, int64_t n_sb, float* dw) {

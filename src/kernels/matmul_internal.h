@@ -78,7 +78,7 @@ struct Plan {
 // Fills `groups` (capacity >= max_groups(n_in)) for a quantized type; returns the count.
 int build_groups(const QuantInfo& info, int64_t n_in, const SegmentLayout& layout, Group* groups,
                  int64_t& w_row_bytes, int64_t& x_row_bytes);
-inline int64_t max_groups(int64_t n_in) { return n_in / 512 + 8; }
+static inline int64_t max_groups(int64_t n_in) { return n_in / 512 + 8; }
 
 // Bytes of per-thread scratch the row kernels need for one call: they pack at most
 // kMaxRowBlock weight rows at a time (one when n_tokens == 1).
@@ -104,10 +104,10 @@ struct Backend {
   void (*rows_float)(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                      int64_t r1, uint8_t* scratch);
 };
-inline int64_t float_scratch_bytes(int64_t n_in, int64_t n_tokens) {
+static inline int64_t float_scratch_bytes(int64_t n_in, int64_t n_tokens) {
   return 4 * n_in + 128 + 4 * kOutRows * n_tokens;
 }
-inline int64_t act_tmp_bytes(int64_t n_in) { return 2 * n_in + 1024 + 4 * (n_in / 32 + 32); }
+static inline int64_t act_tmp_bytes(int64_t n_in) { return 2 * n_in + 1024 + 4 * (n_in / 32 + 32); }
 
 const Backend& backend_avx2();
 const Backend& backend_avx512();  // needs AVX-512 F/BW/VL/DQ and VNNI

@@ -9,13 +9,10 @@
 // bits.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
+#include <immintrin.h>  // SSE2 everywhere; F16C where the translation unit enables it
 
 #include "common/tensor_type.h"
 #include "kernels/quant.h"
@@ -30,6 +27,101 @@ inline float unpack_half(uint16_t h) { return _cvtsh_ss(h); }
 inline float unpack_half(uint16_t h) { return fp16_to_fp32(h); }
 #endif
 
+// Block unpackers (SSE2, the x86-64 baseline, so every translation unit can use them).
+inline __m128i sse_load(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline void sse_store(void* p, __m128i v) { _mm_storeu_si128(static_cast<__m128i*>(p), v); }
+
+// 16 bits -> 16 bytes, byte j = 0x10 if bit j is set.
+inline __m128i bits_to_0x10(uint32_t bits16) {
+  const uint64_t lo = (bits16 & 0xFF) * 0x0101010101010101ull;
+  const uint64_t hi = ((bits16 >> 8) & 0xFF) * 0x0101010101010101ull;
+  const __m128i sel = _mm_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m128i v = _mm_and_si128(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)), sel);
+  return _mm_and_si128(_mm_cmpeq_epi8(v, sel), _mm_set1_epi8(0x10));
+}
+
+// The 32 bytes of a 32-element block with 4-bit nibbles qs and fifth bits qh (none if null).
+inline void unpack_q4_block(const uint8_t* qs_src, const uint8_t* qh_src, uint8_t* u) {
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i q = sse_load(qs_src);
+  __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+  if (qh_src) {
+    uint32_t qh;
+    std::memcpy(&qh, qh_src, 4);
+    lo = _mm_or_si128(lo, bits_to_0x10(qh & 0xFFFF));
+    hi = _mm_or_si128(hi, bits_to_0x10(qh >> 16));
+  }
+  sse_store(u, lo);
+  sse_store(u + 16, hi);
+}
+
+// (v >> n) & mask per byte (n < 8).
+inline __m128i shr_bytes(__m128i v, int n, int mask) {
+  return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(n)), _mm_set1_epi8(static_cast<char>(mask)));
+}
+
+// Q4_K / Q5_K super-block bytes (qh == nullptr for Q4_K): element 64j + l = nibble 0 of
+// qs[32j + l] (+ qh[l] bit 2j), 64j + 32 + l = nibble 1 (+ bit 2j + 1).
+inline void unpack_k4_superblock(const uint8_t* qs, const uint8_t* qh, uint8_t* u) {
+  for (int j = 0; j < 4; ++j)
+    for (int half = 0; half < 2; ++half) {
+      const __m128i q = sse_load(qs + 32 * j + 16 * half);
+      __m128i lo = shr_bytes(q, 0, 0x0F), hi = shr_bytes(q, 4, 0x0F);
+      if (qh) {
+        const __m128i h = sse_load(qh + 16 * half);
+        lo = _mm_or_si128(lo, _mm_slli_epi16(shr_bytes(h, 2 * j, 1), 4));
+        hi = _mm_or_si128(hi, _mm_slli_epi16(shr_bytes(h, 2 * j + 1, 1), 4));
+      }
+      sse_store(u + 64 * j + 16 * half, lo);
+      sse_store(u + 64 * j + 32 + 16 * half, hi);
+    }
+}
+
+// Q2_K / Q3_K super-block bytes: element 128h + 32j + l = (qs[32h + l] >> 2j) & 3, plus
+// hmask[l] bit (4h + j) as bit 2 (hmask == nullptr for Q2_K).
+inline void unpack_k2_superblock(const uint8_t* qs, const uint8_t* hmask, uint8_t* u) {
+  for (int h = 0; h < 2; ++h)
+    for (int half = 0; half < 2; ++half) {
+      const __m128i q = sse_load(qs + 32 * h + 16 * half);
+      const __m128i hm = hmask ? sse_load(hmask + 16 * half) : _mm_setzero_si128();
+      for (int j = 0; j < 4; ++j) {
+        __m128i v = shr_bytes(q, 2 * j, 3);
+        if (hmask) v = _mm_or_si128(v, _mm_slli_epi16(shr_bytes(hm, 4 * h + j, 1), 2));
+        sse_store(u + 128 * h + 32 * j + 16 * half, v);
+      }
+    }
+}
+
+// Q6_K super-block bytes (see BlockQ6_K).
+inline void unpack_q6_k_superblock(const BlockQ6_K& b, uint8_t* u) {
+  for (int h = 0; h < 2; ++h)
+    for (int half = 0; half < 2; ++half) {
+      const __m128i l0 = sse_load(b.ql + 64 * h + 16 * half);
+      const __m128i l1 = sse_load(b.ql + 64 * h + 32 + 16 * half);
+      const __m128i qh = sse_load(b.qh + 32 * h + 16 * half);
+      for (int c = 0; c < 4; ++c) {
+        const __m128i low = shr_bytes(c & 1 ? l1 : l0, c < 2 ? 0 : 4, 0x0F);
+        const __m128i high = _mm_slli_epi16(shr_bytes(qh, 2 * c, 3), 4);
+        sse_store(u + 128 * h + 32 * c + 16 * half, _mm_or_si128(low, high));
+      }
+    }
+}
+
+// The 8 scales and mins (6 bits each) of a Q4_K / Q5_K super-block, from its 12 scale bytes:
+// sc[j] = s[j] & 63, mn[j] = s[j+4] & 63 for j < 4; for j >= 4 the low 4 bits come from
+// s[j+4] (low / high nibble) and the top 2 bits from s[j-4] >> 6 / s[j] >> 6.
+inline void k4_scales_mins(const uint8_t* scales, uint8_t* sc, uint8_t* mn) {
+  uint32_t a[3];
+  std::memcpy(a, scales, 12);
+  const uint32_t sc_lo = a[0] & 0x3F3F3F3Fu, mn_lo = a[1] & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (a[2] & 0x0F0F0F0Fu) | (((a[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_hi = ((a[2] >> 4) & 0x0F0F0F0Fu) | (((a[1] >> 6) & 0x03030303u) << 4);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(mn, &mn_lo, 4);
+  std::memcpy(mn + 4, &mn_hi, 4);
+}
+
 // Weight row -> u[n_in] (= q + offset, natural order), dw[n_in / sub_block],
 // mw[n_in / sub_block] (types with a min; value = dw * (u - offset) + mw).
 // q8_unsigned: Q8_0 as q + 128 (else the int8 bits unchanged, offset 0).
@@ -39,10 +131,7 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
     case TensorType::Q4_0: {
       const auto* b = static_cast<const BlockQ4_0*>(row);
       for (int64_t i = 0; i < n_in / kQK; ++i, u += kQK) {
-        for (int j = 0; j < 16; ++j) {
-          u[j] = b[i].qs[j] & 0x0F;
-          u[j + 16] = b[i].qs[j] >> 4;
-        }
+        unpack_q4_block(b[i].qs, nullptr, u);
         dw[i] = unpack_half(b[i].d);
       }
       return;
@@ -50,10 +139,7 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
     case TensorType::Q4_1: {
       const auto* b = static_cast<const BlockQ4_1*>(row);
       for (int64_t i = 0; i < n_in / kQK; ++i, u += kQK) {
-        for (int j = 0; j < 16; ++j) {
-          u[j] = b[i].qs[j] & 0x0F;
-          u[j + 16] = b[i].qs[j] >> 4;
-        }
+        unpack_q4_block(b[i].qs, nullptr, u);
         dw[i] = unpack_half(b[i].d);
         mw[i] = unpack_half(b[i].m);
       }
@@ -62,12 +148,7 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
     case TensorType::Q5_0: {
       const auto* b = static_cast<const BlockQ5_0*>(row);
       for (int64_t i = 0; i < n_in / kQK; ++i, u += kQK) {
-        uint32_t qh;
-        std::memcpy(&qh, b[i].qh, 4);
-        for (int j = 0; j < 16; ++j) {
-          u[j] = static_cast<uint8_t>((b[i].qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
-          u[j + 16] = static_cast<uint8_t>((b[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-        }
+        unpack_q4_block(b[i].qs, b[i].qh, u);
         dw[i] = unpack_half(b[i].d);
       }
       return;
@@ -75,12 +156,7 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
     case TensorType::Q5_1: {
       const auto* b = static_cast<const BlockQ5_1*>(row);
       for (int64_t i = 0; i < n_in / kQK; ++i, u += kQK) {
-        uint32_t qh;
-        std::memcpy(&qh, b[i].qh, 4);
-        for (int j = 0; j < 16; ++j) {
-          u[j] = static_cast<uint8_t>((b[i].qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
-          u[j + 16] = static_cast<uint8_t>((b[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-        }
+        unpack_q4_block(b[i].qs, b[i].qh, u);
         dw[i] = unpack_half(b[i].d);
         mw[i] = unpack_half(b[i].m);
       }
@@ -88,11 +164,10 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
     }
     case TensorType::Q8_0: {
       const auto* b = static_cast<const BlockQ8_0*>(row);
-      const uint8_t flip = q8_unsigned ? 0x80 : 0x00;
+      const __m128i flip = _mm_set1_epi8(static_cast<char>(q8_unsigned ? 0x80 : 0x00));
       for (int64_t i = 0; i < n_in / kQK; ++i, u += kQK) {
-        uint8_t raw[kQK];
-        std::memcpy(raw, b[i].qs, kQK);
-        for (int j = 0; j < kQK; ++j) u[j] = raw[j] ^ flip;
+        sse_store(u, _mm_xor_si128(sse_load(b[i].qs), flip));
+        sse_store(u + 16, _mm_xor_si128(sse_load(b[i].qs + 16), flip));
         dw[i] = unpack_half(b[i].d);
       }
       return;
@@ -101,10 +176,7 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
       const auto* b = static_cast<const BlockQ2_K*>(row);
       for (int64_t i = 0; i < n_in / kQK_K; ++i, u += kQK_K, dw += 16, mw += 16) {
         const float d = unpack_half(b[i].d), dmin = unpack_half(b[i].dmin);
-        for (int h = 0; h < 2; ++h)
-          for (int j = 0; j < 4; ++j)
-            for (int l = 0; l < 32; ++l)
-              u[128 * h + 32 * j + l] = (b[i].qs[32 * h + l] >> (2 * j)) & 3;
+        unpack_k2_superblock(b[i].qs, nullptr, u);
         for (int s = 0; s < 16; ++s) {
           dw[s] = d * static_cast<float>(b[i].scales[s] & 0x0F);
           mw[s] = -(dmin * static_cast<float>(b[i].scales[s] >> 4));
@@ -116,48 +188,27 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
       const auto* b = static_cast<const BlockQ3_K*>(row);
       for (int64_t i = 0; i < n_in / kQK_K; ++i, u += kQK_K, dw += 16) {
         const float d = unpack_half(b[i].d);
-        for (int h = 0; h < 2; ++h)
-          for (int j = 0; j < 4; ++j)
-            for (int l = 0; l < 32; ++l)
-              u[128 * h + 32 * j + l] = static_cast<uint8_t>(
-                  ((b[i].qs[32 * h + l] >> (2 * j)) & 3) | (((b[i].hmask[l] >> (4 * h + j)) & 1) << 2));
+        unpack_k2_superblock(b[i].qs, b[i].hmask, u);
         for (int s = 0; s < 16; ++s) dw[s] = d * static_cast<float>(q3k_scale(b[i].scales, s));
       }
       return;
     }
-    case TensorType::Q4_K: {
-      const auto* b = static_cast<const BlockQ4_K*>(row);
-      for (int64_t i = 0; i < n_in / kQK_K; ++i, u += kQK_K, dw += 8, mw += 8) {
-        const float d = unpack_half(b[i].d), dmin = unpack_half(b[i].dmin);
-        for (int j = 0; j < 4; ++j)
-          for (int l = 0; l < 32; ++l) {
-            u[64 * j + l] = b[i].qs[32 * j + l] & 0x0F;
-            u[64 * j + 32 + l] = b[i].qs[32 * j + l] >> 4;
-          }
-        for (int s = 0; s < 8; ++s) {
-          uint8_t sc, mn;
-          k4_scale_min(b[i].scales, s, sc, mn);
-          dw[s] = d * static_cast<float>(sc);
-          mw[s] = -(dmin * static_cast<float>(mn));
-        }
-      }
-      return;
-    }
+    case TensorType::Q4_K:
     case TensorType::Q5_K: {
-      const auto* b = static_cast<const BlockQ5_K*>(row);
+      const bool q5 = t == TensorType::Q5_K;
+      const size_t bytes = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+      const auto* base = static_cast<const uint8_t*>(row);
       for (int64_t i = 0; i < n_in / kQK_K; ++i, u += kQK_K, dw += 8, mw += 8) {
-        const float d = unpack_half(b[i].d), dmin = unpack_half(b[i].dmin);
-        for (int j = 0; j < 4; ++j)
-          for (int l = 0; l < 32; ++l) {
-            const uint8_t q = b[i].qs[32 * j + l], h = b[i].qh[l];
-            u[64 * j + l] = static_cast<uint8_t>((q & 0x0F) | (((h >> (2 * j)) & 1) << 4));
-            u[64 * j + 32 + l] = static_cast<uint8_t>((q >> 4) | (((h >> (2 * j + 1)) & 1) << 4));
-          }
+        // Q4_K and Q5_K share the leading d, dmin, scales[12]; Q5_K has qh[32] before qs.
+        const auto* b = reinterpret_cast<const BlockQ4_K*>(base + i * bytes);
+        const auto* b5 = reinterpret_cast<const BlockQ5_K*>(base + i * bytes);
+        const float d = unpack_half(b->d), dmin = unpack_half(b->dmin);
+        unpack_k4_superblock(q5 ? b5->qs : b->qs, q5 ? b5->qh : nullptr, u);
+        uint8_t sc[8], mn[8];
+        k4_scales_mins(b->scales, sc, mn);
         for (int s = 0; s < 8; ++s) {
-          uint8_t sc, mn;
-          k4_scale_min(b[i].scales, s, sc, mn);
-          dw[s] = d * static_cast<float>(sc);
-          mw[s] = -(dmin * static_cast<float>(mn));
+          dw[s] = d * static_cast<float>(sc[s]);
+          mw[s] = -(dmin * static_cast<float>(mn[s]));
         }
       }
       return;
@@ -166,16 +217,7 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
       const auto* b = static_cast<const BlockQ6_K*>(row);
       for (int64_t i = 0; i < n_in / kQK_K; ++i, u += kQK_K, dw += 16) {
         const float d = unpack_half(b[i].d);
-        for (int h = 0; h < 2; ++h) {
-          const uint8_t* ql = b[i].ql + 64 * h;
-          const uint8_t* qh = b[i].qh + 32 * h;
-          for (int l = 0; l < 32; ++l) {
-            u[128 * h + l] = static_cast<uint8_t>((ql[l] & 0x0F) | ((qh[l] & 3) << 4));
-            u[128 * h + 32 + l] = static_cast<uint8_t>((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4));
-            u[128 * h + 64 + l] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-            u[128 * h + 96 + l] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-          }
-        }
+        unpack_q6_k_superblock(b[i], u);
         for (int s = 0; s < 16; ++s) dw[s] = d * static_cast<float>(b[i].scales[s]);
       }
       return;
@@ -191,13 +233,13 @@ inline void quantize_act_row(const float* x, int64_t n, int block, int8_t* q, fl
   for (int64_t b = 0; b < n / block; ++b, x += block, q += block) {
     float amax = 0.0f;
     for (int i = 0; i < block; ++i) {
-      const float a = std::fabs(x[i]);
+      const float a = __builtin_fabsf(x[i]);
       amax = a > amax ? a : amax;
     }
     d[b] = amax / 127.0f;
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
     for (int i = 0; i < block; ++i) {
-      float v = std::nearbyint(x[i] * id);
+      float v = __builtin_nearbyintf(x[i] * id);
       v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
       q[i] = static_cast<int8_t>(v);
     }

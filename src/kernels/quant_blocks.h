@@ -110,8 +110,11 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 
+// Helpers below are `static`: SIMD translation units include this header, and an inline
+// function with external linkage compiled there could be the copy the linker keeps for all.
+
 // Unpacks the 6-bit scale and min of sub-block j (< 8) of a Q4_K / Q5_K super-block.
-inline void k4_scale_min(const uint8_t* scales, int j, uint8_t& sc, uint8_t& mn) {
+static inline void k4_scale_min(const uint8_t* scales, int j, uint8_t& sc, uint8_t& mn) {
   if (j < 4) {
     sc = scales[j] & 63;
     mn = scales[j + 4] & 63;
@@ -122,7 +125,7 @@ inline void k4_scale_min(const uint8_t* scales, int j, uint8_t& sc, uint8_t& mn)
 }
 
 // The signed scale (-32 .. 31) of sub-block j (< 16) of a Q3_K super-block.
-inline int q3k_scale(const uint8_t* scales, int j) {
+static inline int q3k_scale(const uint8_t* scales, int j) {
   const int low = j < 8 ? (scales[j] & 0x0F) : (scales[j - 8] >> 4);
   const int high = (scales[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
   return (low | (high << 4)) - 32;
