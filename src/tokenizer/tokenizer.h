@@ -7,7 +7,10 @@
 //   pre-tokenized chunks; the pre-tokenizer regex is chosen by `tokenizer.ggml.pre`
 //   (gpt-2, falcon, deepseek-coder, starcoder, llama3, …) and run with PCRE2; merges from
 //   `tokenizer.ggml.merges` ranked by order.
-// Special (control / user-defined) tokens are recognised in text only when parse_special.
+// Special tokens in text: control (and unknown) tokens are recognised only when
+// parse_special; user-defined tokens (token_type 4, e.g. Gemma's "\n\n", runs of spaces,
+// "<h1>") are always recognised, as SentencePiece and the reference implementation do —
+// they are atomic pieces of the vocabulary, not markup. Matching is leftmost-longest.
 // Thread-safe for concurrent const use after construction.
 #pragma once
 
@@ -38,14 +41,24 @@ class Tokenizer {
   virtual bool is_eog(int32_t id) const = 0;
   // Whether a BOS is prepended by default (`tokenizer.ggml.add_bos_token`).
   virtual bool add_bos_default() const = 0;
+  // Whether an EOS should follow a prompt (`tokenizer.ggml.add_eos_token`); tokenize() never
+  // appends it, callers that want it push eos().
+  virtual bool add_eos_default() const { return false; }
+  // Padding token (`tokenizer.ggml.padding_token_id`), -1 where none.
+  virtual int32_t pad() const { return -1; }
+  // Id of the token whose piece is exactly `text` (as stored in the vocabulary: SPM pieces
+  // spell spaces as U+2581, BPE pieces are in the GPT-2 byte alphabet), -1 if none.
+  virtual int32_t token_id(std::string_view text) const { (void)text; return -1; }
 
   // Text → ids. add_bos prepends BOS (when the vocabulary has one). Invalid UTF-8 is
-  // tokenized byte by byte (it never fails).
+  // tokenized byte by byte (it never fails). SPM adds the space prefix (when
+  // `add_space_prefix`) to the text at the start and after each special token.
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_bos,
                                         bool parse_special) const = 0;
 
   // Bytes one token stands for (may be part of a UTF-8 character). Control tokens render as
-  // their text only when `special`; otherwise as "". Out-of-range ids give "".
+  // their text only when `special`; otherwise as "". Unknown-type tokens render as U+FFFD
+  // unless `special`. Out-of-range ids give "".
   virtual std::string token_to_piece(int32_t id, bool special = false) const = 0;
 
   // Ids → text; removes the SPM leading space that tokenization added when
@@ -59,7 +72,10 @@ class Tokenizer {
 
 // Holds back bytes of an incomplete UTF-8 character so a token stream never emits half of
 // one: push() returns the longest complete prefix of everything pushed so far; flush() returns
-// what is left (invalid or truncated sequences become U+FFFD).
+// what is left (invalid or truncated sequences become U+FFFD). Output is always valid UTF-8:
+// bytes that can never start or continue a character become U+FFFD as soon as push() sees
+// them (one per maximal ill-formed subpart, Unicode §3.9, "U+FFFD Substitution of Maximal
+// Subparts"); only a valid but incomplete prefix is held back.
 class Utf8StreamDecoder {
  public:
   std::string push(std::string_view bytes);
@@ -79,6 +95,22 @@ struct ChatMessage {
 // GGUF chat template (Gemma `<start_of_turn>`, LLaMA 3 `<|start_header_id|>`, ChatML
 // `<|im_start|>`, LLaMA 2 `[INST]`, Phi-3 `<|user|>`); add_generation_prompt opens the
 // assistant turn. Errors: a template of no known family (the message names it).
+// chat_template may also be a family name: "gemma" (also "gemma2", "gemma3"), "llama3",
+// "chatml", "llama2", "phi3" — for models whose GGUF carries no template (the Gemma 3 270M
+// default model has none: pass "gemma" there).
+// The output has no BOS: tokenize it with add_bos = add_bos_default() and parse_special =
+// true. Formats (content inserted verbatim unless noted):
+//   gemma   "<start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n" (system folded into the first
+//           user turn; content trimmed; assistant role is "model"); prompt
+//           "<start_of_turn>model\n"
+//   llama3  "<|start_header_id|>{role}<|end_header_id|>\n\n{content trimmed}<|eot_id|>"; prompt
+//           "<|start_header_id|>assistant<|end_header_id|>\n\n"
+//   chatml  "<|im_start|>{role}\n{content}<|im_end|>\n"; prompt "<|im_start|>assistant\n"
+//   llama2  "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] …"
+//           (content trimmed; the prompt is the trailing " [/INST]" itself)
+//   phi3    "<|{role}|>\n{content}<|end|>\n"; prompt "<|assistant|>\n"
+// Roles other than system/user/assistant are an error except for llama3 and chatml, which
+// carry any role name.
 Result<std::string> apply_chat_template(const std::string& chat_template,
                                         const std::vector<ChatMessage>& messages,
                                         bool add_generation_prompt);

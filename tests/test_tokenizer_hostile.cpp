@@ -1,0 +1,155 @@
+// Hostile input never crashes or corrupts: invalid UTF-8, NUL bytes, 1 MB of one character,
+// every byte value, out-of-range ids; and malformed vocabulary metadata is a clear error.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_tokenizer_fixtures.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ubatch {
+namespace {
+
+bool is_valid_utf8(const std::string& s) {
+  Utf8StreamDecoder d;
+  return d.push(s) + d.flush() == s;
+}
+
+// What must round-trip. ALL: every byte value has its own byte token. VALID_UTF8:
+// DeepSeek-Coder's vocabulary lacks the byte-level characters of the 13 bytes that never
+// occur in UTF-8 (C0, C1, F5..FF) and has user-defined tokens with those characters' text
+// instead (õ, ÿ, …); a stray such byte tokenizes to one and decodes as that character.
+// NONE: Falcon's vocabulary lacks some byte characters altogether (e.g. 0x03, 0xFF): those
+// bytes are dropped (it has no unknown token).
+enum class RoundTrip { ALL, VALID_UTF8, NONE };
+
+void check_hostile(const Tokenizer& tok, const std::string& name, RoundTrip round_trip) {
+  std::vector<std::string> inputs = {
+      std::string("a\0b\0\0c", 6),
+      "\xFF\xFE\xFD",
+      "\xC3",
+      "ok \xE6\x97 broken \xF0\x9F\xA6 tail\x80",
+      "\xED\xA0\x80 surrogate \xC0\xAF overlong",
+      std::string(1 << 20, 'a'),
+      std::string(1 << 20, ' '),
+      std::string(1 << 20, '\n'),
+      std::string(1 << 20, '3'),
+      std::string(1 << 20, '\xFF'),
+  };
+  std::string all_bytes;
+  for (int b = 0; b < 256; ++b) all_bytes.push_back(static_cast<char>(b));
+  inputs.push_back(all_bytes);
+  std::string emoji;
+  while (emoji.size() < (1u << 20)) emoji += "\xF0\x9F\xA6\x99";
+  inputs.push_back(emoji);
+  std::mt19937 rng(1234);
+  for (int k = 0; k < 20; ++k) {
+    std::string r(1 + rng() % 200, '\0');
+    for (char& c : r) c = static_cast<char>(rng() & 0xFF);
+    inputs.push_back(r);
+  }
+  for (const std::string& s : inputs) {
+    for (bool parse_special : {false, true}) {
+      const std::vector<int32_t> ids = tok.tokenize(s, true, parse_special);
+      for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.n_vocab()) << name;
+      const bool must_round_trip = round_trip == RoundTrip::ALL ||
+                                   (round_trip == RoundTrip::VALID_UTF8 && is_valid_utf8(s));
+      if (!parse_special && must_round_trip) {
+        // Whatever the bytes, byte-level BPE and SPM with byte fallback give them back.
+        EXPECT_EQ(tok.detokenize(ids), s) << name << ": input of " << s.size() << " bytes";
+      }
+    }
+  }
+  // Out-of-range ids decode to nothing.
+  EXPECT_EQ(tok.token_to_piece(-1), "");
+  EXPECT_EQ(tok.token_to_piece(tok.n_vocab()), "");
+  EXPECT_EQ(tok.detokenize({-5, tok.n_vocab(), 1 << 30}), "");
+}
+
+struct HostileCase {
+  const char* vocab;
+  RoundTrip round_trip;
+};
+
+class HostileReference : public ::testing::TestWithParam<HostileCase> {};
+
+TEST_P(HostileReference, NeverCrashes) {
+  UBATCH_TOKENIZER_FROM_REFERENCE(tok, GetParam().vocab);
+  check_hostile(*tok, GetParam().vocab, GetParam().round_trip);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Vocabs, HostileReference,
+    ::testing::Values(HostileCase{"tokenizer/ggml-vocab-llama-spm.gguf", RoundTrip::ALL},
+                      HostileCase{"tokenizer/ggml-vocab-gpt-2.gguf", RoundTrip::ALL},
+                      HostileCase{"tokenizer/ggml-vocab-deepseek-coder.gguf", RoundTrip::VALID_UTF8},
+                      HostileCase{"tokenizer/ggml-vocab-falcon.gguf", RoundTrip::NONE}));
+
+TEST(HostileGemma, NeverCrashes) {
+  UBATCH_REQUIRE_DEFAULT_MODEL();
+  auto tok = test::tokenizer_from_path(test::default_model());
+  ASSERT_NE(tok, nullptr);
+  check_hostile(*tok, "gemma", RoundTrip::ALL);
+}
+
+// Malformed metadata.
+test::VocabSpec good_spm() {
+  test::VocabSpec s;
+  s.tokens = {"<unk>", "<s>", "</s>", "a"};
+  s.types = {2, 3, 3, 1};
+  s.scores = {0, 0, 0, -1};
+  return s;
+}
+
+void expect_error(const test::VocabSpec& s, const std::string& fragment) {
+  auto tok = test::tokenizer_from_spec(s);
+  ASSERT_FALSE(tok) << "expected an error mentioning " << fragment;
+  EXPECT_NE(tok.message().find(fragment), std::string::npos) << tok.message();
+}
+
+TEST(TokenizerMetadata, GoodVocabularyLoads) {
+  auto tok = test::tokenizer_from_spec(good_spm());
+  ASSERT_TRUE(tok) << tok.message();
+  EXPECT_EQ((*tok)->n_vocab(), 4);
+  EXPECT_EQ((*tok)->bos(), 1);  // conventional SPM ids when the keys are absent
+  EXPECT_EQ((*tok)->eos(), 2);
+  EXPECT_EQ((*tok)->eot(), -1);
+  EXPECT_EQ((*tok)->chat_template(), "");
+}
+
+TEST(TokenizerMetadata, Errors) {
+  test::VocabSpec s = good_spm();
+  s.model = "";
+  expect_error(s, "tokenizer.ggml.model");
+  s = good_spm();
+  s.model = "t5";
+  expect_error(s, "\"t5\"");
+  s = good_spm();
+  s.model = "bert";
+  expect_error(s, "WordPiece");
+  s = good_spm();
+  s.scores.pop_back();
+  expect_error(s, "tokenizer.ggml.scores");
+  s = good_spm();
+  s.types.push_back(1);
+  expect_error(s, "tokenizer.ggml.token_type");
+  s = good_spm();
+  s.types[3] = 9;
+  expect_error(s, "token_type[3]");
+  s = good_spm();
+  s.bos = 4;
+  expect_error(s, "tokenizer.ggml.bos_token_id = 4");
+  s = good_spm();
+  s.eot = 100;
+  expect_error(s, "eot_token_id");
+  s = good_spm();
+  s.tokens.clear();
+  s.types.clear();
+  s.scores.clear();
+  expect_error(s, "tokenizer.ggml.tokens");
+}
+
+}  // namespace
+}  // namespace ubatch
