@@ -119,6 +119,24 @@ TEST(Fp16, MatchesCompilerFloat16) {
 }
 #endif
 
+TEST(Fp16, SimdQuantizeMatchesScalar) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(9);
+  std::vector<float> x(100003);
+  for (auto& v : x) v = from_bits(rng());  // every class: normal, subnormal, inf, NaN
+  x[0] = 65520.0f;
+  x[1] = std::ldexp(1.0f, -25);
+  x[2] = 3 * std::ldexp(1.0f, -25);
+  x[3] = from_bits(0x7F800001);  // signalling NaN
+  x[4] = -0.0f;
+  std::vector<uint16_t> a(x.size()), b(x.size());
+  for (size_t i = 0; i < x.size(); ++i) a[i] = fp32_to_fp16(x[i]);
+  detail::quantize_row_f16_avx2(x.data(), b.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(a[i], b[i]) << "bits 0x" << std::hex << bits(x[i]);
+  quantize_row(TensorType::F16, x.data(), b.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(a, b);
+}
+
 TEST(Bf16, ConversionsAndRounding) {
   EXPECT_EQ(bf16_to_fp32(0x3F80), 1.0f);
   EXPECT_EQ(bf16_to_fp32(0xC040), -3.0f);

@@ -323,6 +323,11 @@ void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
       return;
     case TensorType::F16: {
       auto* d = static_cast<uint16_t*>(dst);
+      static const bool use_avx2 = simd_level() >= SimdLevel::Avx2;
+      if (use_avx2) {
+        detail::quantize_row_f16_avx2(src, d, n);
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
       return;
     }

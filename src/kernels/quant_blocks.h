@@ -136,5 +136,7 @@ void dequantize_row_scalar(TensorType t, const void* src, float* dst, int64_t n)
 // True when the AVX2 level has its own code for t (else it falls back to the scalar code).
 bool dequantize_row_avx2_supports(TensorType t);
 void dequantize_row_avx2(TensorType t, const void* src, float* dst, int64_t n);
+// F16C conversion of n floats to binary16, round to nearest even: the bits of fp32_to_fp16.
+void quantize_row_f16_avx2(const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace ubatch::kernels::detail
