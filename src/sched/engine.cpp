@@ -1,0 +1,164 @@
+#include "sched/engine.h"
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "context/context.h"
+#include "sched/context_runner.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ubatch::sched {
+
+const char* policy_name(Policy p) {
+  switch (p) {
+    case Policy::Static: return "static";
+    case Policy::Grouped: return "grouped";
+    case Policy::UBatch: return "ubatch";
+  }
+  return "?";
+}
+
+bool parse_policy(const std::string& s, Policy& out) {
+  if (s == "static") out = Policy::Static;
+  else if (s == "grouped") out = Policy::Grouped;
+  else if (s == "ubatch") out = Policy::UBatch;
+  else return false;
+  return true;
+}
+
+struct Engine::Impl {
+  Impl(Context& c, const Tokenizer& t, const EngineConfig& cfg)
+      : ctx(c), tok(t), runner(c, t), config(cfg), sched(runner, cfg) {}
+
+  Context& ctx;
+  const Tokenizer& tok;
+  ContextRunner runner;
+  EngineConfig config;
+  Scheduler sched;
+
+  struct Pending {
+    uint64_t id;
+    Request request;
+    std::shared_ptr<Stream> stream;
+  };
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<Pending> submits;   // guarded by mutex
+  std::vector<uint64_t> cancels;  // guarded by mutex
+  bool stop = false;              // guarded by mutex
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<int64_t> queued{0};  // waiting requests (for the admission check)
+  std::thread thread;
+
+  void loop();
+};
+
+void Engine::Impl::loop() {
+  for (;;) {
+    std::vector<Pending> new_submits;
+    std::vector<uint64_t> new_cancels;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!stop && submits.empty() && cancels.empty()) {
+        if (!sched.has_work()) {
+          cv.wait(lock, [&] { return stop || !submits.empty() || !cancels.empty(); });
+        } else if (std::isfinite(sched.hold_until_ms())) {
+          const double wait_ms = sched.hold_until_ms() - runner.now_ms();
+          if (wait_ms > 0)
+            cv.wait_for(lock, std::chrono::microseconds(static_cast<int64_t>(wait_ms * 1000.0)),
+                        [&] { return stop || !submits.empty() || !cancels.empty(); });
+        }
+      }
+      if (stop) break;
+      new_submits.swap(submits);
+      new_cancels.swap(cancels);
+    }
+    for (Pending& p : new_submits) sched.submit(p.id, std::move(p.request), std::move(p.stream));
+    for (uint64_t id : new_cancels) sched.cancel(id);
+    bool ran = sched.step();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      queued.store(static_cast<int64_t>(sched.n_waiting_requests() + submits.size()));
+    }
+    if (!ran && sched.has_work() && !std::isfinite(sched.hold_until_ms())) {
+      // Work exists but nothing could run (e.g. waiting for KV): yield briefly.
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait_for(lock, std::chrono::milliseconds(1), [&] { return stop || !submits.empty() || !cancels.empty(); });
+    }
+  }
+  // Shutdown: end everything still queued or running.
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (Pending& p : submits) sched.submit(p.id, std::move(p.request), std::move(p.stream));
+    submits.clear();
+  }
+  sched.cancel_all("the engine is shutting down");
+}
+
+Engine::Engine(Context& ctx, const Tokenizer& tokenizer, const EngineConfig& config)
+    : impl_(std::make_unique<Impl>(ctx, tokenizer, config)) {
+  UBATCH_CHECK_MSG(config.n_parallel >= 1 && config.n_batch >= config.n_parallel,
+                   "engine: need n_parallel >= 1 and n_batch >= n_parallel");
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+Engine::Submitted Engine::submit(Request request) {
+  Submitted out;
+  if (request.prompt.empty() && !request.prompt_text.empty())
+    request.prompt = impl_->tok.tokenize(request.prompt_text, impl_->tok.add_bos_default(), true);
+  if (std::optional<SubmitError> err = impl_->sched.validate(request)) {
+    out.error_code = err->code;
+    out.error_message = err->message;
+    return out;
+  }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->stop) {
+    out.error_code = SubmitError::Code::ShuttingDown;
+    out.error_message = "the engine is shutting down";
+    return out;
+  }
+  if (impl_->queued.load() >= impl_->config.max_queue) {
+    out.error_code = SubmitError::Code::QueueFull;
+    out.error_message = "the request queue is full; retry later";
+    return out;
+  }
+  const uint64_t id = impl_->next_id.fetch_add(1);
+  out.stream = std::make_shared<Stream>(id);
+  impl_->submits.push_back({id, std::move(request), out.stream});
+  impl_->queued.fetch_add(1);
+  impl_->cv.notify_all();
+  return out;
+}
+
+void Engine::cancel(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->cancels.push_back(id);
+  }
+  impl_->cv.notify_all();
+}
+
+MetricsSnapshot Engine::metrics() const {
+  MetricsSnapshot m = impl_->sched.metrics();
+  return m;
+}
+
+const EngineConfig& Engine::config() const { return impl_->config; }
+int32_t Engine::n_ctx() const { return static_cast<int32_t>(impl_->ctx.kv().n_cells()); }
+int32_t Engine::n_vocab() const { return impl_->ctx.n_vocab(); }
+
+}  // namespace ubatch::sched

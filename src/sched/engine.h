@@ -1,0 +1,80 @@
+// The engine: one thread that owns the model context, KV cache, scheduler and samplers,
+// and runs steps — plan (scheduler), execute (one decode of up to n_batch tokens), sample,
+// stream — while client threads submit and cancel through thread-safe calls.
+// No lock is held across a forward pass.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "sched/metrics.h"
+#include "sched/request.h"
+
+namespace ubatch {
+class Context;
+class Tokenizer;
+}
+
+namespace ubatch::sched {
+
+enum class Policy { Static, Grouped, UBatch };
+const char* policy_name(Policy p);
+bool parse_policy(const std::string& s, Policy& out);
+
+struct EngineConfig {
+  Policy policy = Policy::UBatch;
+  int32_t n_parallel = 8;          // most sequences decoding at once
+  int32_t n_batch = 512;           // token budget per step
+  int32_t max_queue = 256;         // waiting requests before submit() rejects
+  double batch_window_ms = 0.0;    // hold a small batch this long to gather more (0: never)
+  double lambda = 1.0;             // weight of the latency penalty in the objective
+  double mu = 1.0;                 // weight of the cache-hit bonus in the objective
+  double aging_ms = 2000.0;        // waiting this long raises effective priority by one level
+  int32_t max_tokens_cap = 1 << 20;
+};
+
+struct SubmitError {
+  enum class Code { QueueFull, TooLong, Invalid, ShuttingDown };
+  Code code;
+  std::string message;
+};
+
+class Engine {
+ public:
+  // ctx and tokenizer must outlive the engine. Starts the engine thread.
+  Engine(Context& ctx, const Tokenizer& tokenizer, const EngineConfig& config);
+  ~Engine();  // stops the thread; unfinished requests end with FinishReason::Cancelled
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe. On success the request is queued and its stream will end with Done.
+  // Errors: QueueFull (max_queue waiting), TooLong (prompt + max_tokens can never fit the
+  // cache, or the prompt exceeds n_ctx), Invalid (empty prompt, bad ids or parameters).
+  struct Submitted {
+    std::shared_ptr<Stream> stream;
+    std::string error_message;
+    SubmitError::Code error_code = SubmitError::Code::Invalid;
+    bool ok() const { return stream != nullptr; }
+  };
+  Submitted submit(Request request);
+
+  // Thread-safe. Ends the request (FinishReason::Cancelled) and frees its KV within one step.
+  void cancel(uint64_t id);
+
+  // Thread-safe snapshot.
+  MetricsSnapshot metrics() const;
+
+  const EngineConfig& config() const;
+  int32_t n_ctx() const;
+  int32_t n_vocab() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ubatch::sched

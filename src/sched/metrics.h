@@ -1,0 +1,52 @@
+// Engine metrics: counters, gauges and latency histograms, updated by the engine thread and
+// read as snapshots from any thread (the server exports them in Prometheus text format).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace ubatch::sched {
+
+// Fixed-bucket histogram of milliseconds (cumulative counts per upper bound, Prometheus-style).
+struct Histogram {
+  static constexpr std::array<double, 16> kBoundsMs = {1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000,
+                                                      2500, 5000, 10000, 30000, 60000, 300000};
+  std::array<uint64_t, kBoundsMs.size()> buckets{};  // count of observations <= bound (non-cumulative per bucket)
+  uint64_t count = 0;
+  double sum_ms = 0;
+  std::vector<double> recent;  // last observations (bounded), for percentiles
+  void observe(double ms);
+  double percentile(double p) const;  // from `recent`; 0 when empty
+};
+
+struct MetricsSnapshot {
+  // Counters.
+  uint64_t requests_submitted = 0;
+  uint64_t requests_finished = 0;   // any finish reason
+  uint64_t requests_cancelled = 0;
+  uint64_t requests_failed = 0;
+  uint64_t requests_rejected = 0;   // at submit (queue full, too long, invalid)
+  uint64_t prompt_tokens = 0;       // prompt tokens processed (prefilled, not counting cache hits)
+  uint64_t cached_prompt_tokens = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t steps = 0;
+  uint64_t step_tokens = 0;         // tokens run in all steps
+  uint64_t step_budget = 0;         // n_batch × steps (batch fill = step_tokens / step_budget)
+  uint64_t preemptions = 0;
+  double busy_ms = 0;               // time spent in steps
+  // Gauges.
+  int64_t queued = 0;
+  int64_t running = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_cached = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_block_size = 0;
+  int64_t kv_peak_blocks_used = 0;
+  double prefix_hit_rate = 0;
+  // Distributions.
+  Histogram ttft, tpot, queue_time, e2e;
+  double batch_fill() const { return step_budget ? double(step_tokens) / double(step_budget) : 0.0; }
+};
+
+}  // namespace ubatch::sched

@@ -1,0 +1,40 @@
+#include "sched/request.h"
+
+namespace ubatch::sched {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+  }
+  return "error";
+}
+
+bool Stream::next(Event& out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (events_.empty()) {
+    if (timeout.count() <= 0) return false;  // poll without touching the condition variable
+    if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+  }
+  out = std::move(events_.front());
+  events_.pop_front();
+  if (out.kind == Event::Kind::Done) done_popped_ = true;
+  return true;
+}
+
+bool Stream::finished() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_popped_;
+}
+
+void Stream::push(Event e) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+}  // namespace ubatch::sched

@@ -1,0 +1,89 @@
+// What a client asks the engine for, and what it streams back.
+//
+// A Request becomes one sequence per sample (n > 1: several sequences sharing the prompt's
+// KV). The engine streams Events on the request's Stream: Token events (text pieces that
+// never split a UTF-8 character, stop strings held back until they can no longer match),
+// one Finish event per sample, then exactly one Done event with usage and timings.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace ubatch::sched {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  std::vector<int32_t> prompt;      // token ids; when empty, prompt_text is tokenized
+  std::string prompt_text;          // tokenized with BOS per the model and special tokens parsed
+  SamplingParams sampling;
+  int32_t max_tokens = 128;         // tokens generated per sample, >= 1
+  std::vector<std::string> stop;    // stop strings (not emitted; matched across tokens)
+  bool ignore_eos = false;          // keep generating past end-of-generation tokens
+  int32_t n = 1;                    // samples sharing the prompt
+  int32_t priority = 0;             // higher runs first
+  int64_t deadline_ms = 0;          // > 0: wanted done within this many ms of arrival
+  int32_t top_logprobs = -1;        // >= 0: report the chosen token's logprob and this many alternatives
+};
+
+enum class FinishReason { Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct Usage {
+  int32_t prompt_tokens = 0;      // prompt length (counted once for n samples)
+  int32_t cached_tokens = 0;      // prompt tokens served from the prefix cache
+  int32_t completion_tokens = 0;  // generated tokens, all samples
+};
+
+struct Timings {
+  double queue_ms = 0;   // arrival → first scheduled
+  double ttft_ms = 0;    // arrival → first token
+  double tpot_ms = 0;    // mean time per output token after the first
+  double total_ms = 0;   // arrival → done
+};
+
+struct Event {
+  enum class Kind { Token, Finish, Done };
+  Kind kind = Kind::Token;
+  int32_t index = 0;              // sample index (Token, Finish)
+  std::string text;               // Token: piece of text (may be empty when held back)
+  int32_t token = -1;             // Token: the sampled id
+  TokenLogprob logprob{-1, 0.0f}; // Token: when requested
+  std::vector<TokenLogprob> top;  // Token: alternatives when requested
+  FinishReason finish = FinishReason::Stop;  // Finish
+  std::string error;              // Finish with Error; Done when the request failed as a whole
+  Usage usage;                    // Done
+  Timings timings;                // Done
+};
+
+// A request's output channel: the engine thread pushes, a client thread pops.
+class Stream {
+ public:
+  explicit Stream(uint64_t id) : id_(id) {}
+  uint64_t id() const { return id_; }
+
+  // Waits up to `timeout` for the next event; false on timeout.
+  bool next(Event& out, std::chrono::milliseconds timeout);
+  // True once the Done event has been popped.
+  bool finished() const;
+
+  // Engine side.
+  void push(Event e);
+
+ private:
+  const uint64_t id_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  bool done_popped_ = false;
+};
+
+}  // namespace ubatch::sched

@@ -1,0 +1,40 @@
+// What the scheduler drives: a model runner that executes a batch and samples the rows
+// that need it, plus the KV block pool it plans against. The scheduler knows nothing of
+// architectures; ContextRunner runs the real model, sim::FakeRunner a cost model on a
+// virtual clock (ubatch sim, scheduler tests).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "context/batch.h"
+#include "context/context.h"
+#include "kv/kv_cache.h"
+#include "sampling/sampler.h"
+
+namespace ubatch::sched {
+
+// One batch row with logits to sample: filled in by the runner.
+struct RowSample {
+  Sampler* sampler = nullptr;
+  int32_t top_logprobs = -1;        // >= 0: fill logprob and `top`
+  int32_t token = -1;               // out
+  TokenLogprob logprob{-1, 0.0f};   // out
+  std::vector<TokenLogprob> top;    // out
+};
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual KvCache& kv() = 0;
+  virtual int32_t n_vocab() const = 0;
+  // Decodes the batch; rows[k] belongs to the k-th batch row with logits set.
+  virtual DecodeResult run(const Batch& batch, std::vector<RowSample>& rows) = 0;
+  virtual std::string token_to_piece(int32_t id) const = 0;
+  virtual bool is_eog(int32_t id) const = 0;
+  // Milliseconds on the runner's clock (steady clock, or virtual in simulation).
+  virtual double now_ms() const = 0;
+};
+
+}  // namespace ubatch::sched

@@ -1,0 +1,592 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace ubatch::sched {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
+// One sample of a request: a token stream with its own KV sequence while running.
+struct Scheduler::Seq {
+  Req* req = nullptr;
+  int32_t index = 0;                // sample index within the request
+  int32_t seq_id = -1;              // KV sequence while running
+  std::vector<int32_t> tokens;      // prompt, then generated
+  int32_t n_prompt = 0;
+  int32_t n_computed = 0;           // tokens whose KV is in the cache
+  int32_t n_generated = 0;
+  bool done = false;
+  bool admitted_once = false;
+  Sampler sampler;
+  Utf8StreamDecoder utf8;
+  StopMatcher stop;
+  double last_token_ms = -1;
+  Seq(const SamplingParams& sp, int32_t n_vocab, std::vector<std::string> stops)
+      : sampler(sp, n_vocab), stop(std::move(stops)) {}
+  int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
+};
+
+struct Scheduler::Req {
+  uint64_t id = 0;
+  Request request;
+  std::shared_ptr<Stream> stream;
+  double arrival_ms = 0, deadline_abs_ms = kInf;
+  double first_sched_ms = -1, first_token_ms = -1, last_token_ms = -1;
+  std::vector<std::unique_ptr<Seq>> seqs;
+  int32_t n_done = 0;
+  bool waiting = true;      // counted in n_waiting_requests_
+  Usage usage;
+  bool failed = false;
+  bool cancelled = false;
+  std::string error;
+};
+
+Scheduler::Scheduler(Runner& runner, const EngineConfig& config) : runner_(runner), cfg_(config) {
+  metrics_.kv_blocks_total = runner_.kv().n_blocks();
+  metrics_.kv_block_size = runner_.kv().block_size();
+}
+
+Scheduler::~Scheduler() = default;
+
+std::optional<SubmitError> Scheduler::validate(const Request& r) const {
+  auto invalid = [](std::string m) { return SubmitError{SubmitError::Code::Invalid, std::move(m)}; };
+  if (r.prompt.empty()) return invalid("the prompt is empty");
+  const int32_t n_vocab = runner_.n_vocab();
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= n_vocab)
+      return invalid(fmt::format("prompt token {} at index {} is outside the vocabulary [0, {})", r.prompt[i], i, n_vocab));
+  if (r.max_tokens < 1) return invalid(fmt::format("max_tokens must be >= 1, got {}", r.max_tokens));
+  if (r.max_tokens > cfg_.max_tokens_cap)
+    return invalid(fmt::format("max_tokens {} is above the limit {}", r.max_tokens, cfg_.max_tokens_cap));
+  if (r.n < 1) return invalid(fmt::format("n must be >= 1, got {}", r.n));
+  for (const auto& [id, bias] : r.sampling.logit_bias)
+    if (id < 0 || id >= n_vocab) return invalid(fmt::format("logit_bias token {} is outside the vocabulary [0, {})", id, n_vocab));
+  const KvCache& kv = runner_.kv();
+  const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
+  if (n_prompt > kv.n_cells())
+    return SubmitError{SubmitError::Code::TooLong,
+                       fmt::format("the prompt has {} tokens but the context holds {}", n_prompt, kv.n_cells())};
+  // One sequence must be able to hold its prompt and every token it may generate.
+  const int64_t need_tokens = n_prompt + r.max_tokens;
+  const int64_t need_blocks = (need_tokens + kv.block_size() - 1) / kv.block_size();
+  if (need_blocks > kv.n_blocks())
+    return SubmitError{SubmitError::Code::TooLong,
+                       fmt::format("prompt ({} tokens) + max_tokens ({}) = {} tokens can never fit the KV cache of {} tokens",
+                                   n_prompt, r.max_tokens, need_tokens, kv.n_cells())};
+  return std::nullopt;
+}
+
+void Scheduler::submit(uint64_t id, Request request, std::shared_ptr<Stream> stream) {
+  auto r = std::make_unique<Req>();
+  r->id = id;
+  r->stream = std::move(stream);
+  r->arrival_ms = runner_.now_ms();
+  if (request.deadline_ms > 0) r->deadline_abs_ms = r->arrival_ms + static_cast<double>(request.deadline_ms);
+  r->usage.prompt_tokens = static_cast<int32_t>(request.prompt.size());
+  r->request = std::move(request);
+  const int32_t n_vocab = runner_.n_vocab();
+  for (int32_t i = 0; i < r->request.n; ++i) {
+    SamplingParams sp = r->request.sampling;
+    sp.seed += static_cast<uint64_t>(i);  // samples of one request differ
+    auto s = std::make_unique<Seq>(sp, n_vocab, r->request.stop);
+    s->req = r.get();
+    s->index = i;
+    s->tokens = r->request.prompt;
+    s->n_prompt = static_cast<int32_t>(s->tokens.size());
+    for (int32_t t : s->tokens) s->sampler.accept(t);
+    waiting_.push_back(s.get());
+    r->seqs.push_back(std::move(s));
+  }
+  ++n_waiting_requests_;
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    ++metrics_.requests_submitted;
+  }
+  requests_.emplace(id, std::move(r));
+  update_gauges();
+}
+
+void Scheduler::cancel(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  Req& r = *it->second;
+  r.cancelled = true;
+  for (auto& s : r.seqs)
+    if (!s->done) finish_seq(*s, FinishReason::Cancelled);
+  // finish_seq finished the request when the last sequence ended.
+}
+
+void Scheduler::cancel_all(const std::string& why) {
+  std::vector<uint64_t> ids;
+  for (auto& [id, r] : requests_) ids.push_back(id);
+  for (uint64_t id : ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    it->second->error = why;
+    cancel(id);
+  }
+}
+
+int32_t Scheduler::alloc_seq_id() {
+  if (!free_seq_ids_.empty()) {
+    const int32_t id = free_seq_ids_.back();
+    free_seq_ids_.pop_back();
+    return id;
+  }
+  return next_seq_id_++;
+}
+
+double Scheduler::effective_priority(const Seq& s, double now) const {
+  // Aging: every aging_ms spent waiting since arrival raises the priority by one level, so
+  // low-priority requests cannot starve under sustained load.
+  const double wait = std::max(0.0, now - s.req->arrival_ms);
+  return s.req->request.priority + (cfg_.aging_ms > 0 ? std::floor(wait / cfg_.aging_ms) : 0.0);
+}
+
+// Samples i > 0 of a request wait until sample 0 has computed the prompt, then fork its KV.
+bool Scheduler::admissible(const Seq& s) const {
+  if (s.index == 0 || s.admitted_once) return true;
+  const Seq& leader = *s.req->seqs[0];
+  if (leader.done) return true;
+  return leader.seq_id >= 0 && leader.n_computed >= s.n_prompt - 1;
+}
+
+// Gives s a KV sequence, reusing what it can: the leader's prompt (fork), else cached
+// prefix blocks. Never allocates new blocks itself.
+bool Scheduler::admit(Seq& s) {
+  KvCache& kv = runner_.kv();
+  s.seq_id = alloc_seq_id();
+  s.n_computed = 0;
+  const Seq& leader = *s.req->seqs[0];
+  int32_t reused = 0;
+  if (&leader != &s && leader.seq_id >= 0 && leader.n_computed >= s.n_prompt - 1 && s.n_prompt > 1) {
+    kv.seq_cp(leader.seq_id, s.seq_id);
+    kv.seq_rm(s.seq_id, s.n_prompt - 1, -1);  // recompute the last prompt token for this sample's logits
+    reused = kv.seq_n_tokens(s.seq_id);
+  } else {
+    const int32_t n = static_cast<int32_t>(s.tokens.size());
+    reused = kv.seq_reuse_prefix(s.seq_id, s.tokens.data(), n, n - 1);
+    if (s.index == 0 && !s.admitted_once) s.req->usage.cached_tokens = std::min(reused, s.n_prompt);
+  }
+  s.n_computed = reused;
+  if (!s.admitted_once) {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    if (s.index == 0) metrics_.cached_prompt_tokens += static_cast<uint64_t>(std::min(reused, s.n_prompt));
+  }
+  s.admitted_once = true;
+  Req& r = *s.req;
+  if (r.first_sched_ms < 0) {
+    r.first_sched_ms = runner_.now_ms();
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    metrics_.queue_time.observe(r.first_sched_ms - r.arrival_ms);
+  }
+  if (r.waiting) {
+    r.waiting = false;
+    --n_waiting_requests_;
+  }
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &s));
+  running_.push_back(&s);
+  return true;
+}
+
+void Scheduler::release_kv(Seq& s) {
+  if (s.seq_id < 0) return;
+  runner_.kv().seq_rm(s.seq_id, 0, -1);  // full blocks stay cached for prefix reuse
+  free_seq_ids_.push_back(s.seq_id);
+  s.seq_id = -1;
+  s.n_computed = 0;
+}
+
+void Scheduler::unadmit(Seq& s) {
+  release_kv(s);
+  running_.erase(std::find(running_.begin(), running_.end(), &s));
+  waiting_.push_back(&s);
+}
+
+void Scheduler::preempt(Seq& s) {
+  // Free its blocks and requeue it; it recomputes from its tokens (prompt + generated) and
+  // continues with the same sampler state, so its output is unchanged.
+  release_kv(s);
+  running_.erase(std::find(running_.begin(), running_.end(), &s));
+  waiting_.push_back(&s);
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  ++metrics_.preemptions;
+}
+
+// Lowest priority, then latest deadline, then latest arrival, among running sequences not
+// already planned this step (the requester itself may be chosen).
+Scheduler::Seq* Scheduler::pick_victim(const std::vector<Entry>& planned, const Seq* requester) {
+  Seq* victim = nullptr;
+  auto worse = [](const Seq* a, const Seq* b) {  // true if a should be preempted before b
+    if (a->req->request.priority != b->req->request.priority) return a->req->request.priority < b->req->request.priority;
+    if (a->req->deadline_abs_ms != b->req->deadline_abs_ms) return a->req->deadline_abs_ms > b->req->deadline_abs_ms;
+    if (a->req->arrival_ms != b->req->arrival_ms) return a->req->arrival_ms > b->req->arrival_ms;
+    return a->index > b->index;
+  };
+  for (Seq* s : running_) {
+    bool in_plan = false;
+    for (const Entry& e : planned) in_plan = in_plan || e.seq == s;
+    if (in_plan && s != requester) continue;
+    if (!victim || worse(s, victim)) victim = s;
+  }
+  return victim;
+}
+
+void Scheduler::plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved) {
+  KvCache& kv = runner_.kv();
+  // Decode-ready: exactly one token to compute. Highest-ranked first, so preemption takes
+  // from the bottom.
+  std::vector<Seq*> ready;
+  for (Seq* s : running_)
+    if (s->remaining() == 1) ready.push_back(s);
+  std::stable_sort(ready.begin(), ready.end(), [](const Seq* a, const Seq* b) {
+    if (a->req->request.priority != b->req->request.priority) return a->req->request.priority > b->req->request.priority;
+    if (a->req->deadline_abs_ms != b->req->deadline_abs_ms) return a->req->deadline_abs_ms < b->req->deadline_abs_ms;
+    return a->req->arrival_ms < b->req->arrival_ms;
+  });
+  for (Seq* s : ready) {
+    if (s->seq_id < 0) continue;  // preempted earlier in this loop
+    if (budget <= 0) break;
+    int32_t need = kv.blocks_needed(s->seq_id, 1);
+    bool preempted_self = false;
+    while (need + reserved > kv.n_blocks_available()) {
+      Seq* victim = pick_victim(entries, s);
+      if (!victim) break;
+      preempt(*victim);
+      if (victim == s) {
+        preempted_self = true;
+        break;
+      }
+      need = kv.blocks_needed(s->seq_id, 1);
+    }
+    if (preempted_self || need + reserved > kv.n_blocks_available()) continue;
+    entries.push_back({s, 1});
+    budget -= 1;
+    reserved += need;
+  }
+}
+
+bool Scheduler::static_group_ready(double now) const {
+  int32_t n = 0;
+  double oldest = kInf;
+  for (const Seq* s : waiting_) {
+    ++n;
+    oldest = std::min(oldest, s->req->arrival_ms);
+  }
+  if (n == 0) return false;
+  return n >= cfg_.n_parallel || now - oldest >= cfg_.batch_window_ms;
+}
+
+void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved, double now) {
+  KvCache& kv = runner_.kv();
+  hold_until_ms_ = kInf;
+
+  // Candidates: running sequences with more than one token to compute, and waiting ones.
+  std::vector<Seq*> cand;
+  for (Seq* s : running_)
+    if (s->remaining() > 1) cand.push_back(s);
+  bool may_admit = true;
+  std::vector<Seq*> admit_pool;
+  if (cfg_.policy == Policy::UBatch) {
+    // Collection window: with nothing running, hold a small batch until it fills or the
+    // oldest request has waited batch_window_ms.
+    if (running_.empty() && cfg_.batch_window_ms > 0 && !waiting_.empty() &&
+        static_cast<int32_t>(waiting_.size()) < cfg_.n_parallel) {
+      double oldest = kInf;
+      for (const Seq* s : waiting_) oldest = std::min(oldest, s->req->arrival_ms);
+      if (now - oldest < cfg_.batch_window_ms) {
+        may_admit = false;
+        hold_until_ms_ = oldest + cfg_.batch_window_ms;
+      }
+    }
+    if (may_admit) admit_pool = waiting_;
+  } else {
+    // static / grouped: a group runs to completion; the next forms when all have finished.
+    if (running_.empty()) group_active_ = false;
+    if (!group_active_) {
+      if (!static_group_ready(now)) {
+        double oldest = kInf;
+        for (const Seq* s : waiting_) oldest = std::min(oldest, s->req->arrival_ms);
+        if (!waiting_.empty()) hold_until_ms_ = oldest + cfg_.batch_window_ms;
+      } else {
+        std::vector<Seq*> order = waiting_;
+        std::stable_sort(order.begin(), order.end(), [&](const Seq* a, const Seq* b) {
+          const double pa = effective_priority(*a, now), pb = effective_priority(*b, now);
+          if (pa != pb) return pa > pb;
+          return a->req->arrival_ms < b->req->arrival_ms;
+        });
+        auto bucket = [](const Seq* s) {  // prompt-length bucket: floor(log2(n))
+          return static_cast<int>(std::floor(std::log2(static_cast<double>(std::max<size_t>(1, s->tokens.size())))));
+        };
+        const int b0 = bucket(order.front());
+        for (Seq* s : order) {
+          if (static_cast<int32_t>(admit_pool.size()) >= cfg_.n_parallel) break;
+          if (cfg_.policy == Policy::Grouped && bucket(s) != b0) continue;
+          admit_pool.push_back(s);
+        }
+        // The whole group joins now: samples of one request are forked later, so only the
+        // leaders and independent sequences are admitted here; the rest follow the leader.
+        group_active_ = !admit_pool.empty();
+      }
+    }
+  }
+  for (Seq* s : admit_pool)
+    if (admissible(*s)) cand.push_back(s);
+
+  // Order (ubatch): effective priority, then earliest deadline, then the objective score,
+  // then arrival. static/grouped: effective priority, then arrival.
+  struct Keyed {
+    Seq* s;
+    double prio, deadline, score, arrival;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(cand.size());
+  for (Seq* s : cand) {
+    Keyed k{s, effective_priority(*s, now), s->req->deadline_abs_ms, 0.0, s->req->arrival_ms};
+    if (cfg_.policy == Policy::UBatch) {
+      // score = throughput − λ·latency_penalty + μ·cache_hit (docs/SCHEDULER.md):
+      //   throughput      tokens it can run this step / n_batch                 (0..1)
+      //   latency_penalty steps of prefill still needed after this one          (steps)
+      //   cache_hit       share of its tokens already in the cache (computed,
+      //                   or reusable from the prefix cache when admitted)       (0..1)
+      const int32_t rem = s->remaining();
+      const int32_t chunk = std::min(rem, std::max(budget, 1));
+      const double throughput = static_cast<double>(chunk) / cfg_.n_batch;
+      const double latency = std::ceil(static_cast<double>(rem - chunk) / cfg_.n_batch);
+      const double hit = s->tokens.empty() ? 0.0 : static_cast<double>(s->n_computed) / s->tokens.size();
+      k.score = throughput - cfg_.lambda * latency + cfg_.mu * hit;
+    }
+    keyed.push_back(k);
+  }
+  const bool ubatch = cfg_.policy == Policy::UBatch;
+  std::sort(keyed.begin(), keyed.end(), [ubatch](const Keyed& a, const Keyed& b) {
+    if (a.prio != b.prio) return a.prio > b.prio;
+    if (ubatch && a.deadline != b.deadline) return a.deadline < b.deadline;
+    if (ubatch && a.score != b.score) return a.score > b.score;
+    return a.arrival < b.arrival;
+  });
+
+  for (const Keyed& k : keyed) {
+    if (budget <= 0) break;
+    Seq& s = *k.s;
+    bool admitted_now = false;
+    if (s.seq_id < 0) {
+      if (static_cast<int32_t>(running_.size()) >= cfg_.n_parallel) continue;
+      if (!admissible(s)) continue;  // its leader was admitted later in this loop
+      admit(s);
+      admitted_now = true;
+    }
+    // Reviving cached prefix blocks takes them from the available pool: never below what
+    // this step has already reserved. Prefills wait; they never preempt.
+    const int32_t avail = kv.n_blocks_available() - reserved;
+    int32_t chunk = avail < 0 ? 0 : std::min(s.remaining(), budget);
+    while (chunk > 0 && kv.blocks_needed(s.seq_id, chunk) > avail) --chunk;
+    if (chunk <= 0) {
+      if (admitted_now) unadmit(s);
+      continue;
+    }
+    const int32_t need = kv.blocks_needed(s.seq_id, chunk);
+    entries.push_back({&s, chunk});
+    budget -= chunk;
+    reserved += need;
+  }
+}
+
+void Scheduler::plan(std::vector<Entry>& entries) {
+  const double now = runner_.now_ms();
+  int32_t budget = cfg_.n_batch;
+  int32_t reserved = 0;
+  plan_decodes(entries, budget, reserved);
+  plan_prefills(entries, budget, reserved, now);
+}
+
+bool Scheduler::step() {
+  finished_.clear();
+  if (!has_work()) return false;
+  std::vector<Entry> entries;
+  plan(entries);
+  update_gauges();
+  if (entries.empty()) return false;
+
+  Batch batch;
+  std::vector<RowSample> rows;
+  std::vector<Seq*> row_seq;
+  int32_t n_tokens = 0;
+  for (const Entry& e : entries) {
+    Seq& s = *e.seq;
+    for (int32_t i = s.n_computed; i < s.n_computed + e.n_tokens; ++i) {
+      const bool last = i + 1 == static_cast<int32_t>(s.tokens.size());
+      batch.add(s.tokens[i], i, s.seq_id, last);
+      if (last) {
+        RowSample row;
+        row.sampler = &s.sampler;
+        row.top_logprobs = s.req->request.top_logprobs;
+        rows.push_back(row);
+        row_seq.push_back(&s);
+      }
+    }
+    n_tokens += e.n_tokens;
+  }
+  // Always-on invariants of a plan.
+  UBATCH_CHECK_MSG(n_tokens <= cfg_.n_batch, "scheduler: step exceeds the token budget");
+  UBATCH_CHECK_MSG(static_cast<int32_t>(running_.size()) <= cfg_.n_parallel, "scheduler: too many running sequences");
+
+  const double t0 = runner_.now_ms();
+  DecodeResult res = runner_.run(batch, rows);
+  const double t1 = runner_.now_ms();
+  if (!res.ok()) {
+    // Planning reserves KV before running, so this is a bug or an invalid request: fail the
+    // requests in this batch with the message rather than hang or crash.
+    for (const Entry& e : entries)
+      if (!e.seq->done) {
+        e.seq->req->failed = true;
+        finish_seq(*e.seq, FinishReason::Error, res.message);
+      }
+    return true;
+  }
+  uint64_t prompt_tokens = 0;
+  for (const Entry& e : entries) {
+    Seq& s = *e.seq;
+    // Tokens up to the prompt's end are prompt processing; later ones generation.
+    const int32_t from = s.n_computed, to = s.n_computed + e.n_tokens;
+    if (from < s.n_prompt) prompt_tokens += static_cast<uint64_t>(std::min(to, s.n_prompt) - from);
+    s.n_computed = to;
+  }
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    ++metrics_.steps;
+    metrics_.step_tokens += static_cast<uint64_t>(n_tokens);
+    metrics_.step_budget += static_cast<uint64_t>(cfg_.n_batch);
+    metrics_.prompt_tokens += prompt_tokens;
+    metrics_.busy_ms += t1 - t0;
+  }
+  for (size_t k = 0; k < rows.size(); ++k)
+    if (!row_seq[k]->done) on_token(*row_seq[k], rows[k], t1);
+  update_gauges();
+  return true;
+}
+
+void Scheduler::emit_text(Seq& s, const std::string& text, const RowSample* row) {
+  Event e;
+  e.kind = Event::Kind::Token;
+  e.index = s.index;
+  e.text = text;
+  if (row) {
+    e.token = row->token;
+    e.logprob = row->logprob;
+    e.top = row->top;
+  }
+  s.req->stream->push(std::move(e));
+}
+
+void Scheduler::on_token(Seq& s, const RowSample& row, double now) {
+  Req& r = *s.req;
+  const int32_t id = row.token;
+  s.tokens.push_back(id);
+  ++s.n_generated;
+  ++r.usage.completion_tokens;
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    ++metrics_.generated_tokens;
+    if (r.first_token_ms < 0) metrics_.ttft.observe(now - r.arrival_ms);
+    else if (s.last_token_ms >= 0) metrics_.tpot.observe(now - s.last_token_ms);
+  }
+  if (r.first_token_ms < 0) r.first_token_ms = now;
+  r.last_token_ms = now;
+  s.last_token_ms = now;
+
+  if (runner_.is_eog(id) && !r.request.ignore_eos) {
+    finish_seq(s, FinishReason::Stop);
+    return;
+  }
+  bool stopped = false;
+  std::string text = s.stop.push(s.utf8.push(runner_.token_to_piece(id)), &stopped);
+  emit_text(s, text, &row);
+  if (stopped) {
+    finish_seq(s, FinishReason::Stop);
+    return;
+  }
+  if (s.n_generated >= r.request.max_tokens) finish_seq(s, FinishReason::Length);
+}
+
+void Scheduler::finish_seq(Seq& s, FinishReason reason, const std::string& error) {
+  if (s.done) return;
+  Req& r = *s.req;
+  if (reason == FinishReason::Stop || reason == FinishReason::Length) {
+    // Release held-back text: no stop string matched it.
+    bool stopped = false;
+    std::string tail = s.stop.push(s.utf8.flush(), &stopped);
+    if (!stopped) tail += s.stop.flush();
+    if (!tail.empty()) emit_text(s, tail, nullptr);
+  }
+  s.done = true;
+  if (s.seq_id >= 0) {
+    release_kv(s);
+    running_.erase(std::find(running_.begin(), running_.end(), &s));
+  } else {
+    auto it = std::find(waiting_.begin(), waiting_.end(), &s);
+    if (it != waiting_.end()) waiting_.erase(it);
+  }
+  Event e;
+  e.kind = Event::Kind::Finish;
+  e.index = s.index;
+  e.finish = reason;
+  e.error = error;
+  r.stream->push(std::move(e));
+  if (++r.n_done == static_cast<int32_t>(r.seqs.size())) finish_request(r);
+}
+
+void Scheduler::finish_request(Req& r) {
+  const double now = runner_.now_ms();
+  if (r.waiting) {
+    r.waiting = false;
+    --n_waiting_requests_;
+  }
+  Event done;
+  done.kind = Event::Kind::Done;
+  done.usage = r.usage;
+  done.error = r.error;
+  done.timings.queue_ms = r.first_sched_ms >= 0 ? r.first_sched_ms - r.arrival_ms : now - r.arrival_ms;
+  done.timings.ttft_ms = r.first_token_ms >= 0 ? r.first_token_ms - r.arrival_ms : 0.0;
+  const int32_t after_first = r.usage.completion_tokens - static_cast<int32_t>(r.seqs.size());
+  done.timings.tpot_ms = after_first > 0 && r.first_token_ms >= 0
+                             ? (r.last_token_ms - r.first_token_ms) / after_first * static_cast<double>(r.seqs.size())
+                             : 0.0;
+  done.timings.total_ms = now - r.arrival_ms;
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    ++metrics_.requests_finished;
+    metrics_.e2e.observe(done.timings.total_ms);
+    if (r.failed) ++metrics_.requests_failed;
+    if (r.cancelled) ++metrics_.requests_cancelled;
+  }
+  std::shared_ptr<Stream> stream = r.stream;
+  auto it = requests_.find(r.id);
+  // Destroyed at the next step: callers may still hold pointers to its sequences.
+  finished_.push_back(std::move(it->second));
+  requests_.erase(it);
+  stream->push(std::move(done));
+}
+
+void Scheduler::update_gauges() {
+  const KvStats st = runner_.kv().stats();
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  metrics_.queued = static_cast<int64_t>(n_waiting_requests_);
+  metrics_.running = static_cast<int64_t>(running_.size());
+  metrics_.kv_blocks_used = st.n_blocks_used;
+  metrics_.kv_blocks_cached = st.n_blocks_cached;
+  metrics_.kv_blocks_total = st.n_blocks;
+  metrics_.kv_peak_blocks_used = std::max<int64_t>(metrics_.kv_peak_blocks_used, st.n_blocks_used);
+  metrics_.prefix_hit_rate = st.hit_rate();
+}
+
+MetricsSnapshot Scheduler::metrics() const {
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  return metrics_;
+}
+
+}  // namespace ubatch::sched

@@ -1,0 +1,102 @@
+// The step scheduler: requests → sequences, step planning under a token budget, policies,
+// admission, preemption, streaming of results, metrics. Single-threaded: the engine thread
+// (or the simulator) calls submit/cancel/step; nothing here locks except the metrics snapshot.
+//
+// A step (see docs/SCHEDULER.md):
+//   1. one decode token for every running sequence that is ready to decode, preempting the
+//      lowest-priority, latest-deadline sequences when the KV cache cannot hold them;
+//   2. prefill chunks of partly prefilled and waiting sequences into the remaining budget
+//      (chunked prefill), candidates ordered by the policy (ubatch: effective priority,
+//      then deadline, then the objective score, then arrival);
+//   3. one decode() of the batch, sampling of every sequence whose computed tokens reached
+//      its token count, streaming, finishing.
+// Invariants checked after every step: tokens ≤ n_batch, running ≤ n_parallel.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "sched/engine.h"
+#include "sched/metrics.h"
+#include "sched/request.h"
+#include "sched/runner.h"
+#include "sched/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ubatch::sched {
+
+class Scheduler {
+ public:
+  Scheduler(Runner& runner, const EngineConfig& config);
+  ~Scheduler();
+
+  // Checks a request against the configuration and cache size (pure: no state changes).
+  // Empty on success, else the error.
+  std::optional<SubmitError> validate(const Request& request) const;
+
+  // Queues a validated request; arrival time = runner clock now.
+  void submit(uint64_t id, Request request, std::shared_ptr<Stream> stream);
+  // Ends the request with FinishReason::Cancelled and frees its KV now.
+  void cancel(uint64_t id);
+  // Ends every request (engine shutdown).
+  void cancel_all(const std::string& why);
+
+  // Runs one step. Returns false when it ran nothing (idle, or holding for the batch window).
+  bool step();
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  // When holding a small batch for the window: the clock time it expires; else +inf.
+  double hold_until_ms() const { return hold_until_ms_; }
+  size_t n_waiting_requests() const { return n_waiting_requests_; }
+
+  MetricsSnapshot metrics() const;
+  const EngineConfig& config() const { return cfg_; }
+
+ private:
+  struct Seq;
+  struct Req;
+  struct Entry {
+    Seq* seq;
+    int32_t n_tokens;
+  };
+
+  double effective_priority(const Seq& s, double now) const;
+  bool admissible(const Seq& s) const;
+  bool admit(Seq& s);
+  void release_kv(Seq& s);
+  void unadmit(Seq& s);
+  void preempt(Seq& s);
+  Seq* pick_victim(const std::vector<Entry>& planned, const Seq* requester);
+  void plan(std::vector<Entry>& entries);
+  void plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved);
+  void plan_prefills(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved, double now);
+  bool static_group_ready(double now) const;
+  void on_token(Seq& s, const RowSample& row, double now);
+  void finish_seq(Seq& s, FinishReason reason, const std::string& error = "");
+  void finish_request(Req& r);
+  void emit_text(Seq& s, const std::string& text, const RowSample* row);
+  int32_t alloc_seq_id();
+  void update_gauges();
+
+  Runner& runner_;
+  EngineConfig cfg_;
+  std::map<uint64_t, std::unique_ptr<Req>> requests_;
+  std::vector<std::unique_ptr<Req>> finished_;  // ended this step, freed at the next
+  std::vector<Seq*> waiting_;   // not holding KV
+  std::vector<Seq*> running_;   // holding KV
+  std::vector<int32_t> free_seq_ids_;
+  int32_t next_seq_id_ = 0;
+  size_t n_waiting_requests_ = 0;
+  double hold_until_ms_ = std::numeric_limits<double>::infinity();
+  bool group_active_ = false;   // static/grouped: a group is running to completion
+
+  mutable std::mutex metrics_mutex_;
+  MetricsSnapshot metrics_;
+};
+
+}  // namespace ubatch::sched

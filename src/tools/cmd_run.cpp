@@ -1,0 +1,124 @@
+// `ubatch run`: generate text from a prompt with one sequence (the engine core end to end).
+#include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "tools/command.h"
+#include "tools/options.h"
+
+namespace ubatch::tools {
+namespace {
+
+struct RunOptions {
+  ModelOptions model;
+  SamplingParams sampling;
+  std::string prompt = "The capital of France is";
+  int32_t n_predict = 128;
+  bool chat = false;
+  bool perf = false;
+  bool no_bos = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+int run_generate(const RunOptions& o) {
+  Result<Loaded> loaded = load(o.model, true);
+  if (!loaded) return fmt::print(stderr, "error: {}\n", loaded.message()), 1;
+  Context& ctx = *loaded->context;
+  const Tokenizer& tok = *loaded->tokenizer;
+
+  std::string text = o.prompt;
+  bool parse_special = false;
+  if (o.chat) {
+    Result<std::string> chat = apply_chat_template(tok.chat_template(), {{"user", o.prompt}}, true);
+    if (!chat) return fmt::print(stderr, "error: --chat: {}\n", chat.message()), 1;
+    text = chat.value();
+    parse_special = true;
+  }
+  std::vector<int32_t> prompt = tok.tokenize(text, tok.add_bos_default() && !o.no_bos, parse_special);
+  if (prompt.empty()) return fmt::print(stderr, "error: the prompt is empty\n"), 1;
+  const int64_t need = static_cast<int64_t>(prompt.size()) + std::max(o.n_predict, 0);
+  if (need > ctx.kv().n_cells())
+    return fmt::print(stderr, "error: prompt ({} tokens) + n_predict ({}) exceeds the KV capacity (--n-ctx {})\n",
+                      prompt.size(), o.n_predict, ctx.kv().n_cells()), 1;
+
+  Sampler sampler(o.sampling, ctx.n_vocab());
+  for (int32_t id : prompt) sampler.accept(id);
+
+  // Prompt: fed in chunks of n_batch; logits only for the last row.
+  const auto t_prompt = Clock::now();
+  const int32_t n_batch = ctx.params().n_batch;
+  Batch batch;
+  int32_t last_row = 0;
+  for (size_t start = 0; start < prompt.size(); start += n_batch) {
+    batch.clear();
+    const size_t end = std::min(prompt.size(), start + n_batch);
+    for (size_t i = start; i < end; ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+    DecodeResult r = ctx.decode(batch);
+    if (!r.ok()) return fmt::print(stderr, "error: {}\n", r.message), 1;
+    last_row = static_cast<int32_t>(end - start - 1);
+  }
+  const double prompt_ms = ms_since(t_prompt);
+
+  if (!o.chat) fmt::print("{}", o.prompt);
+  std::fflush(stdout);
+  Utf8StreamDecoder utf8;
+  double sample_ms = 0.0, gen_ms = 0.0;
+  int32_t n_gen = 0;
+  int32_t pos = static_cast<int32_t>(prompt.size());
+  const float* logits = ctx.logits(last_row);
+  for (; n_gen < o.n_predict; ++n_gen) {
+    const auto ts = Clock::now();
+    const int32_t id = sampler.sample(logits);
+    sampler.accept(id);
+    sample_ms += ms_since(ts);
+    if (tok.is_eog(id)) break;
+    fmt::print("{}", utf8.push(tok.token_to_piece(id)));
+    std::fflush(stdout);
+    if (n_gen + 1 == o.n_predict) { ++n_gen; break; }
+    const auto tg = Clock::now();
+    batch.clear();
+    batch.add(id, pos++, 0, true);
+    DecodeResult r = ctx.decode(batch);
+    gen_ms += ms_since(tg);
+    if (!r.ok()) return fmt::print(stderr, "\nerror: {}\n", r.message), 1;
+    logits = ctx.logits(0);
+  }
+  fmt::print("{}\n", utf8.flush());
+
+  if (o.perf) {
+    const int32_t n_eval = std::max(n_gen - 1, 0);  // decode passes after the prompt
+    fmt::print(stderr, "\nperf: load            {:10.2f} ms\n", loaded->load_ms);
+    fmt::print(stderr, "perf: prompt eval     {:10.2f} ms / {:5d} tokens ({:8.2f} ms/token, {:8.2f} tokens/s)\n",
+               prompt_ms, prompt.size(), prompt_ms / prompt.size(), 1000.0 * prompt.size() / prompt_ms);
+    fmt::print(stderr, "perf: generation      {:10.2f} ms / {:5d} tokens ({:8.2f} ms/token, {:8.2f} tokens/s)\n",
+               gen_ms, n_eval, n_eval ? gen_ms / n_eval : 0.0, gen_ms > 0 ? 1000.0 * n_eval / gen_ms : 0.0);
+    fmt::print(stderr, "perf: sampling        {:10.2f} ms / {:5d} samples ({:8.3f} ms/sample)\n", sample_ms,
+               n_gen, n_gen ? sample_ms / n_gen : 0.0);
+    const KvStats kv = ctx.kv().stats();
+    fmt::print(stderr, "perf: KV cache        {} of {} blocks used ({} tokens/block, {:.1f} MiB, {})\n",
+               kv.n_blocks_used, kv.n_blocks, ctx.kv().block_size(),
+               ctx.kv().storage_bytes() / 1048576.0, o.model.kv_type);
+    fmt::print(stderr, "perf: threads         {}\n", ctx.pool().n_threads());
+  }
+  return 0;
+}
+
+UBATCH_REGISTER_COMMAND("run", "generate text from a prompt", [](CLI::App& sub) -> std::function<int()> {
+  auto o = std::make_shared<RunOptions>();
+  add_model_options(sub, o->model);
+  add_sampling_options(sub, o->sampling);
+  sub.add_option("-p,--prompt", o->prompt, "prompt text")->capture_default_str();
+  sub.add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
+  sub.add_flag("--chat", o->chat, "wrap the prompt in the model's chat template (one user turn)");
+  sub.add_flag("--no-bos", o->no_bos, "do not prepend BOS");
+  sub.add_flag("--perf", o->perf, "print timings at exit");
+  return [o] { return run_generate(*o); };
+});
+
+}  // namespace
+}  // namespace ubatch::tools

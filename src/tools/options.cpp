@@ -1,0 +1,92 @@
+#include "tools/options.h"
+
+#include <chrono>
+#include <fmt/format.h>
+#include <sstream>
+
+#include "tools/command.h"
+
+namespace ubatch::tools {
+
+void add_model_options(CLI::App& app, ModelOptions& o) {
+  o.model = default_model_path();
+  app.add_option("-m,--model", o.model, "GGUF model file")->capture_default_str();
+  app.add_option("-t,--threads", o.n_threads, "worker threads (0: all cores)")->capture_default_str();
+  app.add_option("-c,--n-ctx", o.n_ctx, "KV cache capacity in tokens, all sequences (0: min(4096, trained context))")
+      ->capture_default_str();
+  app.add_option("-b,--n-batch", o.n_batch, "most tokens per decode step (logical batch)")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("-u,--n-ubatch", o.n_ubatch, "most tokens per forward pass (physical micro-batch)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--kv-cache-fraction", o.kv_cache_fraction,
+                 "size the KV cache to this share of available memory (overrides --n-ctx)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--kv-type", o.kv_type, "KV cache storage type")
+      ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
+}
+
+void add_sampling_options(CLI::App& app, SamplingParams& p) {
+  app.add_option("--temp", p.temperature, "temperature (0: greedy)")->capture_default_str();
+  app.add_option("--top-k", p.top_k, "top-k (0: off)")->capture_default_str();
+  app.add_option("--top-p", p.top_p, "top-p / nucleus (1: off)")->capture_default_str();
+  app.add_option("--min-p", p.min_p, "min-p (0: off)")->capture_default_str();
+  app.add_option("--repeat-penalty", p.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  app.add_option("--repeat-last-n", p.repeat_last_n, "tokens the repetition penalty looks back over")
+      ->capture_default_str();
+  app.add_option("--presence-penalty", p.presence_penalty, "presence penalty")->capture_default_str();
+  app.add_option("--frequency-penalty", p.frequency_penalty, "frequency penalty")->capture_default_str();
+  app.add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
+}
+
+Result<Loaded> load(const ModelOptions& o, bool with_tokenizer) {
+  Loaded out;
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<gguf::File>> file = gguf::File::open(o.model);
+  if (!file) return file.status();
+  std::shared_ptr<const gguf::File> shared(std::move(file.value()));
+  Result<std::unique_ptr<Model>> model = Model::load(shared);
+  if (!model) return Status::error(fmt::format("{}: {}", o.model, model.message()));
+  out.model = std::shared_ptr<Model>(std::move(model.value()));
+  if (with_tokenizer) {
+    Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*shared);
+    if (!tok) return Status::error(fmt::format("{}: {}", o.model, tok.message()));
+    out.tokenizer = std::move(tok.value());
+  }
+  ContextParams cp;
+  const int32_t trained = out.model->hparams().n_ctx_train;
+  cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : (trained > 0 ? std::min(4096, trained) : 4096);
+  cp.kv_cache_fraction = o.kv_cache_fraction;
+  cp.n_batch = o.n_batch;
+  cp.n_ubatch = o.n_ubatch;
+  cp.n_threads = o.n_threads;
+  cp.kv_type = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+  Result<std::unique_ptr<Context>> ctx = Context::create(out.model, cp);
+  if (!ctx) return ctx.status();
+  out.context = std::move(ctx.value());
+  out.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+Result<std::vector<int32_t>> parse_id_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string item;
+  std::string norm = text;
+  for (char& c : norm)
+    if (c == ',') c = ' ';
+  std::istringstream in(norm);
+  while (in >> item) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != item.size() || v < INT32_MIN || v > INT32_MAX)
+      return Status::error(fmt::format("bad token id '{}'", item));
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+}  // namespace ubatch::tools

@@ -1,0 +1,45 @@
+// Options shared by subcommands (model, context, sampling) and loading what they name.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "context/context.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ubatch::tools {
+
+struct ModelOptions {
+  std::string model;               // -m
+  int32_t n_threads = 0;           // --threads (0: all cores)
+  int32_t n_ctx = 0;               // --n-ctx (0: min(4096, trained context))
+  int32_t n_batch = 2048;          // --n-batch
+  int32_t n_ubatch = 512;          // --n-ubatch
+  float kv_cache_fraction = 0.0f;  // --kv-cache-fraction
+  std::string kv_type = "f16";     // --kv-type f16|f32|q8_0
+};
+
+// Adds -m/--model, --threads, --n-ctx, --n-batch, --n-ubatch, --kv-cache-fraction, --kv-type.
+void add_model_options(CLI::App& app, ModelOptions& o);
+// Adds --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
+// --presence-penalty, --frequency-penalty, --seed.
+void add_sampling_options(CLI::App& app, SamplingParams& p);
+
+struct Loaded {
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Context> context;
+  double load_ms = 0.0;  // file mapping, validation and weight binding
+};
+
+// Loads model (+ tokenizer when with_tokenizer) and creates a context. Errors name the file.
+Result<Loaded> load(const ModelOptions& o, bool with_tokenizer);
+
+// Parses "1,2,3" (commas or spaces) into ids; errors name the bad item.
+Result<std::vector<int32_t>> parse_id_list(const std::string& text);
+
+}  // namespace ubatch::tools
