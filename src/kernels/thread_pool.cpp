@@ -12,7 +12,10 @@
 namespace ubatch::kernels {
 
 namespace {
-constexpr int kSpinIterations = 20000;  // about a millisecond before sleeping
+// Between jobs a worker spins briefly (a decode step issues hundreds of small jobs), then
+// yields its core (so an oversubscribed machine still makes progress), then sleeps.
+constexpr int kSpinIterations = 2000;
+constexpr int kYieldIterations = 200;
 }
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -45,7 +48,10 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   wake_.notify_all();
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) UBATCH_PAUSE();
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinIterations) UBATCH_PAUSE();
+    else std::this_thread::yield();
+  }
   job_ = nullptr;
 }
 
@@ -53,8 +59,9 @@ void ThreadPool::worker(int ith) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      UBATCH_PAUSE();
+    for (int spin = 0; gen == seen && spin < kSpinIterations + kYieldIterations; ++spin) {
+      if (spin < kSpinIterations) UBATCH_PAUSE();
+      else std::this_thread::yield();
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
