@@ -33,7 +33,7 @@ int run_generate(const RunOptions& o) {
   std::string text = o.prompt;
   bool parse_special = false;
   if (o.chat) {
-    Result<std::string> chat = apply_chat_template(tok.chat_template(), {{"user", o.prompt}}, true);
+    Result<std::string> chat = apply_chat_template(chat_template_for(*loaded->model, tok), {{"user", o.prompt}}, true);
     if (!chat) return fmt::print(stderr, "error: --chat: {}\n", chat.message()), 1;
     text = chat.value();
     parse_special = true;

@@ -67,6 +67,13 @@ Result<Loaded> load(const ModelOptions& o, bool with_tokenizer) {
   return out;
 }
 
+std::string chat_template_for(const Model& model, const Tokenizer& tokenizer) {
+  if (!tokenizer.chat_template().empty()) return tokenizer.chat_template();
+  const std::string& arch = model.hparams().arch;
+  if (arch.rfind("gemma", 0) == 0) return "gemma";  // Gemma GGUFs often ship without a template
+  return "";
+}
+
 Result<std::vector<int32_t>> parse_id_list(const std::string& text) {
   std::vector<int32_t> ids;
   std::string item;

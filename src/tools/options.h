@@ -39,6 +39,10 @@ struct Loaded {
 // Loads model (+ tokenizer when with_tokenizer) and creates a context. Errors name the file.
 Result<Loaded> load(const ModelOptions& o, bool with_tokenizer);
 
+// The chat template to format conversations with: the model's `tokenizer.chat_template`, or
+// when it has none, the family of its architecture (gemma3 → "gemma"), else "".
+std::string chat_template_for(const Model& model, const Tokenizer& tokenizer);
+
 // Parses "1,2,3" (commas or spaces) into ids; errors name the bad item.
 Result<std::vector<int32_t>> parse_id_list(const std::string& text);
 
