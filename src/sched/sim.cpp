@@ -90,23 +90,31 @@ std::string FakeRunner::token_to_piece(int32_t id) const {
   return s;
 }
 
-SimResult simulate(const EngineConfig& config, const CostModel& cost, const Workload& w, int32_t n_ctx,
-                   int32_t n_vocab) {
-  FakeRunner runner(n_vocab, n_ctx, 16, cost);
-  Scheduler sched(runner, config);
+std::vector<Request> workload_requests(const Workload& w, int32_t n_vocab) {
   std::mt19937_64 rng(w.seed);
   auto uniform = [&](int32_t lo, int32_t hi) {
     return lo + static_cast<int32_t>(rng() % static_cast<uint64_t>(std::max(1, hi - lo + 1)));
   };
-  auto make_request = [&]() {
+  std::vector<Request> out;
+  for (int32_t k = 0; k < w.n_requests; ++k) {
     Request r;
     const int32_t n_prompt = uniform(w.prompt_min, w.prompt_max);
     for (int32_t i = 0; i < n_prompt; ++i) r.prompt.push_back(1 + static_cast<int32_t>(rng() % (n_vocab - 1)));
     r.max_tokens = uniform(w.output_min, w.output_max);
     r.priority = w.priority_levels > 1 ? static_cast<int32_t>(rng() % w.priority_levels) : 0;
     r.sampling.temperature = 0.0f;
-    return r;
-  };
+    r.ignore_eos = true;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+SimResult simulate(const EngineConfig& config, const CostModel& cost, const Workload& w, int32_t n_ctx,
+                   int32_t n_vocab) {
+  FakeRunner runner(n_vocab, n_ctx, 16, cost);
+  Scheduler sched(runner, config);
+  const std::vector<Request> requests = workload_requests(w, n_vocab);
+  std::mt19937_64 rng(w.seed ^ 0xA5A5A5A5ull);  // arrival times
 
   // Arrival schedule: (time, user). Closed loop: each user starts at 0 and sends its next
   // request when the previous one ends (+ think time). Open loop: Poisson arrivals.
@@ -136,7 +144,7 @@ SimResult simulate(const EngineConfig& config, const CostModel& cost, const Work
       arrivals.erase(arrivals.begin());
       if (issued >= w.n_requests) continue;
       ++issued;
-      Request r = make_request();
+      Request r = requests[static_cast<size_t>(issued - 1)];
       auto stream = std::make_shared<Stream>(next_id);
       if (sched.validate(r)) continue;  // cannot fit this cache: skipped
       sched.submit(next_id++, std::move(r), stream);

@@ -79,6 +79,9 @@ struct SimResult {
   int64_t preemptions = 0;
 };
 
+// The workload's requests, in issue order (seeded; the same for simulated and real runs).
+std::vector<Request> workload_requests(const Workload& workload, int32_t n_vocab);
+
 // Runs the workload to completion on a fresh scheduler and fake runner.
 SimResult simulate(const EngineConfig& config, const CostModel& cost, const Workload& workload,
                    int32_t n_ctx = 8192, int32_t n_vocab = 32000);

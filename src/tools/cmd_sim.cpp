@@ -1,10 +1,16 @@
 // `ubatch sim`: replay simulated users against the scheduler on a virtual clock, with a
 // step-time cost model (given, or fitted from steps measured on a real model with --fit).
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <cstdio>
 #include <fmt/format.h>
 #include <sstream>
 
+#include <atomic>
+#include <thread>
+
+#include "sched/engine.h"
 #include "sched/sim.h"
 #include "tools/command.h"
 #include "tools/options.h"
@@ -15,6 +21,7 @@ namespace {
 struct SimOptions {
   ModelOptions model;
   bool fit = false;
+  bool real = false;
   std::string cost = "4,0.35,0.5";
   std::string policies = "static,grouped,ubatch";
   std::string users = "4,16,64";
@@ -82,6 +89,55 @@ Result<sched::sim::CostModel> fit_from_model(const ModelOptions& mo) {
   return sched::sim::fit_cost_model(samples);
 }
 
+// Runs the workload through the real engine on the model: n_users client threads, each
+// sending its next request when the previous one ends. Returns generated tokens/s and TTFT p50.
+Result<sched::sim::SimResult> run_real(const ModelOptions& mo, const sched::EngineConfig& cfg,
+                                       const sched::sim::Workload& w) {
+  ModelOptions o = mo;
+  if (o.n_ctx <= 0) o.n_ctx = 8192;
+  Result<Loaded> loaded = load(o, true);
+  if (!loaded) return loaded.status();
+  sched::Engine engine(*loaded->context, *loaded->tokenizer, cfg);
+  const std::vector<sched::Request> reqs = sched::sim::workload_requests(w, loaded->context->n_vocab());
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> generated{0};
+  std::mutex mu;
+  std::vector<double> ttft;
+  int32_t completed = 0;
+  const auto t0 = Clock::now();
+  std::vector<std::thread> users;
+  for (int32_t u = 0; u < w.n_users; ++u) {
+    users.emplace_back([&] {
+      for (size_t i = next++; i < reqs.size(); i = next++) {
+        sched::Engine::Submitted s = engine.submit(reqs[i]);
+        if (!s.ok()) continue;
+        sched::Event e;
+        while (s.stream->next(e, std::chrono::seconds(600)))
+          if (e.kind == sched::Event::Kind::Done) {
+            generated += e.usage.completion_tokens;
+            std::lock_guard<std::mutex> lock(mu);
+            ttft.push_back(e.timings.ttft_ms);
+            ++completed;
+            break;
+          }
+      }
+    });
+  }
+  for (auto& t : users) t.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  sched::sim::SimResult r;
+  r.completed = completed;
+  r.makespan_ms = secs * 1000.0;
+  r.generated_tokens = generated.load();
+  r.throughput_tps = generated.load() / secs;
+  std::sort(ttft.begin(), ttft.end());
+  if (!ttft.empty()) r.ttft_p50_ms = ttft[(ttft.size() - 1) / 2];
+  const sched::MetricsSnapshot m = engine.metrics();
+  r.steps = static_cast<int64_t>(m.steps);
+  r.batch_fill = m.batch_fill();
+  return r;
+}
+
 int run_sim(const SimOptions& o) {
   sched::sim::CostModel cost;
   if (o.fit) {
@@ -138,6 +194,13 @@ int run_sim(const SimOptions& o) {
                  r.e2e_p99_ms, r.steps, r.batch_fill, r.preemptions);
       fmt::print(stderr, "  ({} users, {}: simulated {:.1f} s in {:.2f} s)\n", u, sched::policy_name(p),
                  r.makespan_ms / 1000.0, wall);
+      if (o.real) {
+        Result<sched::sim::SimResult> real = run_real(o.model, c, w);
+        if (!real) return fmt::print(stderr, "error: {}\n", real.message()), 1;
+        fmt::print("| {} (real run) | {} | {} | {:.1f} | {:.0f} | | | | {} | {:.2f} | |\n", sched::policy_name(p), u,
+                   real->completed, real->throughput_tps, real->ttft_p50_ms, real->steps, real->batch_fill);
+        fmt::print(stderr, "  real/sim throughput ratio: {:.3f}\n", real->throughput_tps / r.throughput_tps);
+      }
     }
   }
   return 0;
@@ -148,6 +211,7 @@ UBATCH_REGISTER_COMMAND("sim", "simulate users against the scheduler on a virtua
   auto o = std::make_shared<SimOptions>();
   add_model_options(sub, o->model);
   sub.add_flag("--fit", o->fit, "fit the cost model from steps measured on the model (-m)");
+  sub.add_flag("--real", o->real, "also run each workload through the real engine on the model (-m) and compare");
   sub.add_option("--cost", o->cost, "cost model a,b,c: step ms = a + b·tokens + c·sequences")->capture_default_str();
   sub.add_option("--sched-policy", o->policies, "policies to compare (comma list)")->capture_default_str();
   sub.add_option("--users", o->users, "closed-loop user counts (comma list)")->capture_default_str();
