@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ubatch::sched {
@@ -48,5 +49,9 @@ struct MetricsSnapshot {
   Histogram ttft, tpot, queue_time, e2e;
   double batch_fill() const { return step_budget ? double(step_tokens) / double(step_budget) : 0.0; }
 };
+
+// Multi-line human-readable summary (the `--perf` report printed at exit): steps, tokens,
+// throughput, batch fill, TTFT/TPOT/queue percentiles, KV usage, prefix hit rate, preemptions.
+std::string perf_summary(const MetricsSnapshot& m, double wall_ms);
 
 }  // namespace ubatch::sched
