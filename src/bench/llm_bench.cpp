@@ -1,0 +1,355 @@
+#include "bench/llm_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <random>
+
+#include "context/batch.h"
+
+namespace ubatch::bench {
+
+std::string BenchTest::name() const {
+  std::string s;
+  if (n_prompt > 0) s = fmt::format("pp{}", n_prompt);
+  if (n_gen > 0) s += fmt::format("{}tg{}", s.empty() ? "" : "+", n_gen);
+  if (s.empty()) s = "empty";
+  if (batched) s += fmt::format(" B{}", n_seq);
+  return s;
+}
+
+std::vector<BenchConfig> expand_configs(const std::vector<int64_t>& threads, const std::vector<int64_t>& n_batch,
+                                        const std::vector<int64_t>& n_ubatch) {
+  std::vector<BenchConfig> out;
+  for (int64_t t : threads)
+    for (int64_t b : n_batch)
+      for (int64_t u : n_ubatch)
+        out.push_back({static_cast<int32_t>(t), static_cast<int32_t>(b), static_cast<int32_t>(u)});
+  return out;
+}
+
+std::vector<BenchTest> make_tests(const std::vector<int64_t>& n_prompt, const std::vector<int64_t>& n_gen,
+                                  const std::vector<int64_t>& pp, const std::vector<int64_t>& tg,
+                                  const std::vector<int64_t>& b_list) {
+  std::vector<BenchTest> out;
+  for (int64_t p : n_prompt)
+    if (p > 0) out.push_back({static_cast<int32_t>(p), 0, 1, false});
+  for (int64_t n : n_gen)
+    if (n > 0) out.push_back({0, static_cast<int32_t>(n), 1, false});
+  for (int64_t p : pp)
+    for (int64_t g : tg)
+      for (int64_t b : b_list)
+        if (p + g > 0) out.push_back({static_cast<int32_t>(p), static_cast<int32_t>(g), static_cast<int32_t>(b), true});
+  return out;
+}
+
+void compute_rates(BenchResult& r) {
+  const double n_seq = r.test.n_seq;
+  std::vector<double> pp, tg, total;
+  for (size_t i = 0; i < r.prompt_s.size() && i < r.gen_s.size(); ++i) {
+    const double ps = r.prompt_s[i], gs = r.gen_s[i];
+    if (r.test.n_prompt > 0 && ps > 0) pp.push_back(n_seq * r.test.n_prompt / ps);
+    if (r.test.n_gen > 0 && gs > 0) tg.push_back(n_seq * r.test.n_gen / gs);
+    if (ps + gs > 0) total.push_back(n_seq * (r.test.n_prompt + r.test.n_gen) / (ps + gs));
+  }
+  r.prompt_tps = summarize(pp);
+  r.gen_tps = summarize(tg);
+  r.total_tps = summarize(total);
+}
+
+void apply_roofline(BenchResult& r, const ModelCost& cost, double bw_gbps, double peak_gflops) {
+  std::vector<double> gbps, gflops;
+  const double macs = prompt_macs(cost, r.test.n_prompt, r.test.n_seq);
+  for (size_t i = 0; i < r.prompt_s.size() && i < r.gen_s.size(); ++i) {
+    if (r.test.n_gen > 0 && r.gen_s[i] > 0)
+      gbps.push_back(static_cast<double>(cost.streamed_bytes) * r.test.n_gen / r.gen_s[i] / 1e9);
+    if (r.test.n_prompt > 0 && r.prompt_s[i] > 0) gflops.push_back(2.0 * macs / r.prompt_s[i] / 1e9);
+  }
+  r.gen_gbps = mean(gbps);
+  r.gen_bw_share = bw_gbps > 0 ? r.gen_gbps / bw_gbps : 0.0;
+  r.prompt_gflops = mean(gflops);
+  r.prompt_peak_share = peak_gflops > 0 ? r.prompt_gflops / peak_gflops : 0.0;
+}
+
+int32_t kv_cells_needed(const std::vector<BenchTest>& tests, int32_t block_size) {
+  int64_t need = block_size;
+  for (const BenchTest& t : tests) {
+    const int64_t per_seq = (int64_t{t.n_prompt} + t.n_gen + block_size - 1) / block_size * block_size;
+    need = std::max(need, per_seq * t.n_seq + block_size);
+  }
+  return static_cast<int32_t>(std::min<int64_t>(need, INT32_MAX / 2));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+DecodeResult decode_or_explain(Context& ctx, const Batch& batch) {
+  DecodeResult r = ctx.decode(batch);
+  if (r.status == DecodeStatus::NoKvSpace)
+    r.message += fmt::format(" (the KV cache holds {} tokens)", ctx.kv().n_cells());
+  return r;
+}
+
+// Prefill: n_seq sequences of n_prompt random tokens from position 0, packed into batches of
+// up to n_batch tokens; logits for each sequence's last token.
+DecodeResult run_prompt(Context& ctx, const BenchTest& t, std::mt19937_64& rng, Batch& batch) {
+  std::uniform_int_distribution<int32_t> tok(0, ctx.n_vocab() - 1);
+  const int32_t n_batch = ctx.params().n_batch;
+  batch.clear();
+  for (int32_t s = 0; s < t.n_seq; ++s) {
+    for (int32_t p = 0; p < t.n_prompt; ++p) {
+      batch.add(tok(rng), p, s, p + 1 == t.n_prompt);
+      if (batch.n_tokens() == n_batch) {
+        if (DecodeResult r = decode_or_explain(ctx, batch); !r.ok()) return r;
+        batch.clear();
+      }
+    }
+  }
+  if (batch.n_tokens() > 0) return decode_or_explain(ctx, batch);
+  return {};
+}
+
+// One decode step: one random token per sequence at position pos (split into several
+// decode calls only when n_seq > n_batch).
+DecodeResult run_step(Context& ctx, const BenchTest& t, int32_t pos, std::mt19937_64& rng, Batch& batch) {
+  std::uniform_int_distribution<int32_t> tok(0, ctx.n_vocab() - 1);
+  const int32_t n_batch = ctx.params().n_batch;
+  batch.clear();
+  for (int32_t s = 0; s < t.n_seq; ++s) {
+    batch.add(tok(rng), pos, s, true);
+    if (batch.n_tokens() == n_batch) {
+      if (DecodeResult r = decode_or_explain(ctx, batch); !r.ok()) return r;
+      batch.clear();
+    }
+  }
+  if (batch.n_tokens() > 0) return decode_or_explain(ctx, batch);
+  return {};
+}
+
+}  // namespace
+
+Result<BenchResult> run_test(Context& ctx, const BenchConfig& config, const BenchTest& test,
+                             const BenchOptions& options) {
+  if (test.n_seq < 1) return Status::error(fmt::format("bench: {}: need at least one sequence", test.name()));
+  if (test.n_prompt < 0 || test.n_gen < 0) return Status::error(fmt::format("bench: {}: negative length", test.name()));
+  if (options.reps < 1) return Status::error("bench: need at least one repetition");
+  const int64_t cells = kv_cells_needed({test}, ctx.kv().block_size()) - ctx.kv().block_size();
+  if (cells > ctx.kv().n_cells())
+    return Status::error(fmt::format("bench: {} needs {} KV cells, the cache holds {}", test.name(), cells,
+                                     ctx.kv().n_cells()));
+  BenchResult r;
+  r.config = config;
+  r.test = test;
+  r.n_threads = ctx.pool().n_threads();
+  r.n_ubatch = ctx.params().n_ubatch;
+  std::mt19937_64 rng(options.seed);
+  Batch batch;
+  if (options.warmup) {
+    ctx.kv().clear();
+    BenchTest w = test;
+    w.n_prompt = std::min(test.n_prompt, ctx.params().n_batch / std::max(1, test.n_seq));
+    if (w.n_prompt > 0)
+      if (DecodeResult d = run_prompt(ctx, w, rng, batch); !d.ok()) return Status::error("bench: " + d.message);
+    if (test.n_gen > 0)
+      if (DecodeResult d = run_step(ctx, w, w.n_prompt, rng, batch); !d.ok()) return Status::error("bench: " + d.message);
+  }
+  for (int rep = 0; rep < options.reps; ++rep) {
+    ctx.kv().clear();
+    auto t0 = Clock::now();
+    if (test.n_prompt > 0)
+      if (DecodeResult d = run_prompt(ctx, test, rng, batch); !d.ok()) return Status::error("bench: " + d.message);
+    r.prompt_s.push_back(test.n_prompt > 0 ? seconds_since(t0) : 0.0);
+    t0 = Clock::now();
+    for (int32_t i = 0; i < test.n_gen; ++i)
+      if (DecodeResult d = run_step(ctx, test, test.n_prompt + i, rng, batch); !d.ok())
+        return Status::error("bench: " + d.message);
+    r.gen_s.push_back(test.n_gen > 0 ? seconds_since(t0) : 0.0);
+  }
+  ctx.kv().clear();
+  compute_rates(r);
+  return r;
+}
+
+double MachineInfo::peak_for(int n_threads) const {
+  for (const Peak& p : peaks)
+    if (p.n_threads == n_threads) return p.peak.gflops;
+  return 0.0;
+}
+
+std::string describe_model(const Model& model, const ModelCost& cost) {
+  const double p = static_cast<double>(cost.n_params);
+  const std::string params = p >= 1e9 ? fmt::format("{:.1f}B", p / 1e9)
+                             : p >= 1e6 ? fmt::format("{:.0f}M", p / 1e6)
+                                        : fmt::format("{:.0f}K", p / 1e3);
+  return fmt::format("{} {} {}", model.hparams().arch, params, tensor_type_name(cost.main_type));
+}
+
+namespace {
+
+std::string mean_sd(const Summary& s) {
+  if (s.n == 0) return "-";
+  return fmt::format("{:.2f} ± {:.2f}", s.mean, s.sd);
+}
+
+std::string size_str(size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  return b >= double(1u << 30) ? fmt::format("{:.2f} GiB", b / double(1u << 30)) : fmt::format("{:.2f} MiB", b / double(1u << 20));
+}
+
+std::string params_str(uint64_t n) {
+  const double p = static_cast<double>(n);
+  return p >= 1e9 ? fmt::format("{:.2f} B", p / 1e9) : fmt::format("{:.2f} M", p / 1e6);
+}
+
+std::string bw_cell(const BenchResult& r) {
+  if (r.test.n_gen <= 0 || r.gen_gbps <= 0) return "-";
+  if (r.gen_bw_share <= 0) return fmt::format("{:.2f} GB/s", r.gen_gbps);
+  return fmt::format("{:.2f} GB/s ({:.0f}% bw)", r.gen_gbps, 100.0 * r.gen_bw_share);
+}
+
+std::string peak_cell(const BenchResult& r) {
+  if (r.test.n_prompt <= 0 || r.prompt_gflops <= 0) return "-";
+  if (r.prompt_peak_share <= 0) return fmt::format("{:.2f} GFLOP/s", r.prompt_gflops);
+  return fmt::format("{:.2f} GFLOP/s ({:.0f}% peak)", r.prompt_gflops, 100.0 * r.prompt_peak_share);
+}
+
+}  // namespace
+
+std::string format_markdown(const BenchReport& rep) {
+  std::string out;
+  const MachineInfo& m = rep.machine;
+  out += fmt::format("- model: {} ({}, {} params, {} streamed per decode step)\n", rep.model.path,
+                     size_str(rep.model.cost.weight_bytes), params_str(rep.model.cost.n_params),
+                     size_str(rep.model.cost.streamed_bytes));
+  out += fmt::format("- machine: {} hardware threads, SIMD {}\n", m.hw_threads, m.simd);
+  if (m.bandwidth_given)
+    out += fmt::format("- memory read bandwidth: {:.2f} GB/s (given)\n", m.bandwidth.gbps);
+  else if (m.bandwidth.gbps > 0)
+    out += fmt::format("- memory read bandwidth: {:.2f} GB/s (best of {} passes over {}, {} threads)\n",
+                       m.bandwidth.gbps, m.bandwidth.n_runs, size_str(m.bandwidth.buffer_bytes), m.bandwidth.n_threads);
+  for (const MachineInfo::Peak& p : m.peaks) {
+    if (m.peak_given)
+      out += fmt::format("- matmul peak: {:.2f} GFLOP/s (given)\n", p.peak.gflops);
+    else
+      out += fmt::format("- matmul peak ({} threads): {:.2f} GFLOP/s ({} weights, {} x {} slice, {} tokens)\n",
+                         p.n_threads, p.peak.gflops, tensor_type_name(p.peak.type), p.peak.n_rows, p.peak.n_in,
+                         p.peak.n_tokens);
+  }
+  out += fmt::format("- repetitions: {}, seed {}\n\n", rep.options.reps, rep.options.seed);
+
+  bool any_single = false, any_batched = false;
+  for (const BenchResult& r : rep.results) (r.test.batched ? any_batched : any_single) = true;
+  if (any_single) {
+    out += "| model | size | params | threads | n_batch | n_ubatch | test | t/s | roofline |\n";
+    out += "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n";
+    for (const BenchResult& r : rep.results) {
+      if (r.test.batched) continue;
+      const bool gen_only = r.test.n_prompt == 0;
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", rep.model.desc,
+                         size_str(rep.model.cost.weight_bytes), params_str(rep.model.cost.n_params), r.n_threads,
+                         r.config.n_batch, r.n_ubatch, r.test.name(),
+                         mean_sd(gen_only ? r.gen_tps : r.test.n_gen == 0 ? r.prompt_tps : r.total_tps),
+                         gen_only ? bw_cell(r) : peak_cell(r));
+    }
+  }
+  if (any_batched) {
+    if (any_single) out += "\n";
+    out += "| threads | n_batch | n_ubatch | pp | tg | B | prompt t/s | gen t/s | total t/s | gen weights | prompt compute |\n";
+    out += "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const BenchResult& r : rep.results) {
+      if (!r.test.batched) continue;
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.n_threads, r.config.n_batch,
+                         r.n_ubatch, r.test.n_prompt, r.test.n_gen, r.test.n_seq, mean_sd(r.prompt_tps),
+                         mean_sd(r.gen_tps), mean_sd(r.total_tps), bw_cell(r), peak_cell(r));
+    }
+  }
+  return out;
+}
+
+std::string format_csv(const BenchReport& rep) {
+  std::string out =
+      "model,test,n_prompt,n_gen,n_seq,threads,n_batch,n_ubatch,reps,"
+      "prompt_tps_mean,prompt_tps_sd,gen_tps_mean,gen_tps_sd,total_tps_mean,total_tps_sd,"
+      "gen_weight_gbps,gen_bw_share,prompt_gflops,prompt_peak_share,mem_bw_gbps,matmul_peak_gflops\n";
+  auto quote = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  for (const BenchResult& r : rep.results) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}\n",
+                       quote(rep.model.desc), quote(r.test.name()), r.test.n_prompt, r.test.n_gen, r.test.n_seq,
+                       r.n_threads, r.config.n_batch, r.n_ubatch, r.prompt_s.size(), r.prompt_tps.mean,
+                       r.prompt_tps.sd, r.gen_tps.mean, r.gen_tps.sd, r.total_tps.mean, r.total_tps.sd, r.gen_gbps,
+                       r.gen_bw_share, r.prompt_gflops, r.prompt_peak_share, rep.machine.bandwidth.gbps,
+                       rep.machine.peak_for(r.n_threads));
+  }
+  return out;
+}
+
+namespace {
+nlohmann::json summary_json(const Summary& s) {
+  return {{"n", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"min", s.min}, {"max", s.max}};
+}
+}  // namespace
+
+nlohmann::json to_json(const BenchReport& rep) {
+  nlohmann::json j;
+  const ModelCost& c = rep.model.cost;
+  j["model"] = {{"path", rep.model.path},
+                {"desc", rep.model.desc},
+                {"weight_bytes", c.weight_bytes},
+                {"streamed_bytes_per_step", c.streamed_bytes},
+                {"n_params", c.n_params},
+                {"layer_matmul_params", c.layer_params},
+                {"output_params", c.output_params},
+                {"main_type", std::string(tensor_type_name(c.main_type))}};
+  const MachineInfo& m = rep.machine;
+  nlohmann::json peaks = nlohmann::json::array();
+  for (const MachineInfo::Peak& p : m.peaks)
+    peaks.push_back({{"n_threads", p.n_threads},
+                     {"gflops", p.peak.gflops},
+                     {"given", m.peak_given},
+                     {"type", std::string(tensor_type_name(p.peak.type))},
+                     {"n_rows", p.peak.n_rows},
+                     {"n_in", p.peak.n_in},
+                     {"n_tokens", p.peak.n_tokens}});
+  j["machine"] = {{"simd", m.simd},
+                  {"hw_threads", m.hw_threads},
+                  {"mem_read_bw", {{"gbps", m.bandwidth.gbps},
+                                   {"mean_gbps", m.bandwidth.mean_gbps},
+                                   {"given", m.bandwidth_given},
+                                   {"buffer_bytes", m.bandwidth.buffer_bytes},
+                                   {"n_threads", m.bandwidth.n_threads},
+                                   {"n_runs", m.bandwidth.n_runs}}},
+                  {"matmul_peak", peaks}};
+  j["options"] = {{"reps", rep.options.reps}, {"seed", rep.options.seed}, {"warmup", rep.options.warmup},
+                  {"kv_type", std::string(tensor_type_name(rep.options.kv_type))}};
+  nlohmann::json results = nlohmann::json::array();
+  for (const BenchResult& r : rep.results) {
+    results.push_back({{"test", r.test.name()},
+                       {"n_prompt", r.test.n_prompt},
+                       {"n_gen", r.test.n_gen},
+                       {"n_seq", r.test.n_seq},
+                       {"batched", r.test.batched},
+                       {"n_threads", r.n_threads},
+                       {"n_batch", r.config.n_batch},
+                       {"n_ubatch", r.n_ubatch},
+                       {"prompt_s", r.prompt_s},
+                       {"gen_s", r.gen_s},
+                       {"prompt_tps", summary_json(r.prompt_tps)},
+                       {"gen_tps", summary_json(r.gen_tps)},
+                       {"total_tps", summary_json(r.total_tps)},
+                       {"gen_weight_gbps", r.gen_gbps},
+                       {"gen_bw_share", r.gen_bw_share},
+                       {"prompt_gflops", r.prompt_gflops},
+                       {"prompt_peak_share", r.prompt_peak_share}});
+  }
+  j["results"] = results;
+  return j;
+}
+
+}  // namespace ubatch::bench

@@ -1,0 +1,130 @@
+// The engine benchmark behind `ubatch bench`: prompt processing, generation and batched
+// runs on random token ids, timed over repetitions, reported with their roofline shares
+// (bench/roofline.h) as Markdown, CSV or JSON.
+//
+// A test is (n_prompt, n_gen, n_seq): n_seq sequences each get n_prompt random tokens
+// (prefilled together in batches of n_batch tokens, logits for each sequence's last token),
+// then n_gen decode steps of one random token per sequence, all sequences in the same step
+// (logits for every row). The classic tests are special cases: ppN = (N, 0, 1), tgN =
+// (0, N, 1); the batched tests (after llama-batched-bench) are (pp, tg, B).
+// Rates per repetition: prompt t/s = n_seq·n_prompt / prompt seconds, generation t/s =
+// n_seq·n_gen / generation seconds (aggregate over sequences), total t/s = all tokens / all
+// seconds; reported as mean ± sample sd over repetitions. The KV cache is cleared before
+// every repetition; token ids come from a seeded mt19937_64, uniform over the vocabulary.
+//
+// Runs on the calling thread; the Context's pool does the work.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/membw.h"
+#include "bench/roofline.h"
+#include "bench/stats.h"
+#include "common/status.h"
+#include "context/context.h"
+#include "model/model.h"
+
+namespace ubatch::bench {
+
+struct BenchTest {
+  int32_t n_prompt = 0;  // prompt tokens per sequence
+  int32_t n_gen = 0;     // decode steps (tokens per sequence)
+  int32_t n_seq = 1;     // sequences run together
+  bool batched = false;  // from the batched lists (-B): reported in the batched table
+
+  // "pp512", "tg128", "pp512+tg128"; batched tests add " B8".
+  std::string name() const;
+};
+
+struct BenchConfig {
+  int32_t n_threads = 0;
+  int32_t n_batch = 2048;
+  int32_t n_ubatch = 512;
+};
+
+// Every combination of the three lists, threads outermost, then n_batch, then n_ubatch.
+std::vector<BenchConfig> expand_configs(const std::vector<int64_t>& threads, const std::vector<int64_t>& n_batch,
+                                        const std::vector<int64_t>& n_ubatch);
+
+// Tests in run order: ppN for each n_prompt > 0, tgN for each n_gen > 0 (zeros skipped),
+// then (pp, tg, B) for every combination of the batched lists (empty b_list: none).
+std::vector<BenchTest> make_tests(const std::vector<int64_t>& n_prompt, const std::vector<int64_t>& n_gen,
+                                  const std::vector<int64_t>& pp, const std::vector<int64_t>& tg,
+                                  const std::vector<int64_t>& b_list);
+
+struct BenchOptions {
+  int reps = 5;
+  uint64_t seed = 1234;
+  bool warmup = true;                  // one short untimed decode before each test
+  TensorType kv_type = TensorType::F16;
+  int32_t kv_block_size = 16;
+};
+
+struct BenchResult {
+  BenchConfig config;          // as requested
+  BenchTest test;
+  int32_t n_threads = 0;       // threads actually used
+  int32_t n_ubatch = 0;        // effective (≤ n_batch)
+  std::vector<double> prompt_s;  // [reps] seconds of the prompt phase
+  std::vector<double> gen_s;     // [reps] seconds of the generation phase
+  Summary prompt_tps, gen_tps, total_tps;  // tokens/s over repetitions
+  // Roofline (0 when not measured or not applicable):
+  double gen_gbps = 0.0;        // mean weight GB/s streamed in generation
+  double gen_bw_share = 0.0;    // gen_gbps / measured read bandwidth
+  double prompt_gflops = 0.0;   // mean 2·MACs/s of the prompt phase, 10^9
+  double prompt_peak_share = 0.0;  // prompt_gflops / measured matmul peak
+};
+
+// Rates from the per-repetition times (fills the three Summary fields).
+void compute_rates(BenchResult& r);
+// Roofline fields from the model cost, the measured bandwidth (GB/s, 0: unknown) and matmul
+// peak (GFLOP/s, 0: unknown).
+void apply_roofline(BenchResult& r, const ModelCost& cost, double bw_gbps, double peak_gflops);
+
+// KV cells a context needs to run every test in `tests`.
+int32_t kv_cells_needed(const std::vector<BenchTest>& tests, int32_t block_size);
+
+// Runs one test `reps` times on ctx (times only; call compute_rates/apply_roofline after).
+// Errors: the test does not fit the context's KV cache, or decode rejects a batch.
+Result<BenchResult> run_test(Context& ctx, const BenchConfig& config, const BenchTest& test,
+                             const BenchOptions& options);
+
+struct MachineInfo {
+  std::string simd;              // kernels::simd_level_name
+  int hw_threads = 0;
+  BandwidthResult bandwidth;     // gbps 0: not measured
+  bool bandwidth_given = false;  // --bw-gbps overrode the probe
+  struct Peak {
+    int n_threads = 0;
+    ComputePeak peak;
+  };
+  std::vector<Peak> peaks;       // per thread count
+  bool peak_given = false;       // --peak-gflops overrode the probe
+  double peak_for(int n_threads) const;  // 0 if unknown
+};
+
+struct ModelInfo {
+  std::string path;
+  std::string desc;      // "gemma3 268M Q4_K"
+  ModelCost cost;
+};
+
+// "llama 268M Q8_0" style description.
+std::string describe_model(const Model& model, const ModelCost& cost);
+
+struct BenchReport {
+  ModelInfo model;
+  MachineInfo machine;
+  BenchOptions options;
+  std::vector<BenchResult> results;
+};
+
+std::string format_markdown(const BenchReport& report);
+std::string format_csv(const BenchReport& report);
+nlohmann::json to_json(const BenchReport& report);
+
+}  // namespace ubatch::bench

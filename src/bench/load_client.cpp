@@ -1,0 +1,287 @@
+#include "bench/load_client.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <regex>
+
+// cpp-httplib as Debian ships it is a declarations-only header over libcpp-httplib.so, built
+// with OpenSSL, zlib and Brotli: these macros change class layouts and must match the build
+// (see server/httplib_include.h; defined here so bench does not include the server layer).
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+#define CPPHTTPLIB_OPENSSL_SUPPORT 1
+#endif
+#ifndef CPPHTTPLIB_ZLIB_SUPPORT
+#define CPPHTTPLIB_ZLIB_SUPPORT 1
+#endif
+#ifndef CPPHTTPLIB_BROTLI_SUPPORT
+#define CPPHTTPLIB_BROTLI_SUPPORT 1
+#endif
+#include <httplib.h>
+
+namespace ubatch::bench {
+
+using json = nlohmann::json;
+
+bool EndpointConfig::is_chat() const { return endpoint.find("chat") != std::string::npos; }
+
+Status validate(const EndpointConfig& cfg) {
+  static const std::regex url_re(R"(^https?://([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?/?$)");
+  if (!std::regex_match(cfg.url, url_re))
+    return Status::error(fmt::format("--url: expected http://HOST[:PORT] or https://HOST[:PORT], got '{}'", cfg.url));
+  if (cfg.endpoint.empty() || cfg.endpoint[0] != '/')
+    return Status::error(fmt::format("--endpoint: must start with '/', got '{}'", cfg.endpoint));
+  if (!(cfg.timeout_s > 0) || !(cfg.connect_timeout_s > 0)) return Status::error("timeouts must be positive");
+  return Status::ok();
+}
+
+json request_body(const EndpointConfig& cfg, const RequestSpec& spec) {
+  json b = json::object();
+  if (!cfg.model.empty()) b["model"] = cfg.model;
+  if (cfg.is_chat())
+    b["messages"] = json::array({json{{"role", "user"}, {"content", spec.prompt}}});
+  else
+    b["prompt"] = spec.prompt;
+  b["max_tokens"] = spec.max_tokens;
+  b["stream"] = true;
+  b["stream_options"] = {{"include_usage", true}};
+  if (cfg.ignore_eos) b["ignore_eos"] = true;
+  if (cfg.temperature >= 0) b["temperature"] = cfg.temperature;
+  return b;
+}
+
+namespace {
+
+const json* member(const json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+int64_t int_or(const json* j, int64_t fallback) {
+  return j && j->is_number_integer() ? j->get<int64_t>() : fallback;
+}
+
+std::string error_message(const json& e) {
+  if (const json* m = member(e, "message"); m && m->is_string()) return m->get<std::string>();
+  if (e.is_string()) return e.get<std::string>();
+  return e.dump();
+}
+
+}  // namespace
+
+bool parse_stream_chunk(std::string_view data, StreamChunk& chunk) {
+  chunk = StreamChunk{};
+  json j = json::parse(data.begin(), data.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    chunk.error = fmt::format("event data is not JSON: '{}'", data.substr(0, 80));
+    return false;
+  }
+  if (const json* e = member(j, "error"); e && !e->is_null()) {
+    chunk.error = error_message(*e);
+    if (chunk.error.empty()) chunk.error = "error";
+  }
+  if (const json* choices = member(j, "choices"); choices && choices->is_array() && !choices->empty()) {
+    const json& c = (*choices)[0];
+    if (const json* t = member(c, "text"); t && t->is_string()) {
+      chunk.text = t->get<std::string>();
+    } else if (const json* d = member(c, "delta")) {
+      if (const json* content = member(*d, "content"); content && content->is_string())
+        chunk.text = content->get<std::string>();
+    }
+    if (const json* f = member(c, "finish_reason"); f && f->is_string()) chunk.finish_reason = f->get<std::string>();
+  }
+  if (const json* u = member(j, "usage"); u && u->is_object()) {
+    chunk.has_usage = true;
+    chunk.prompt_tokens = int_or(member(*u, "prompt_tokens"), -1);
+    chunk.completion_tokens = int_or(member(*u, "completion_tokens"), -1);
+  }
+  return true;
+}
+
+double RequestResult::tpot_ms() const {
+  if (ttft_ms < 0 || n_output_tokens < 2) return -1;
+  return (e2e_ms - ttft_ms) / static_cast<double>(n_output_tokens - 1);
+}
+
+void StreamCollector::feed(std::string_view bytes, TimePoint now) {
+  events_.clear();
+  parser_.feed(bytes, events_);
+  for (const SseEvent& ev : events_) {
+    if (done_) break;  // nothing counts after [DONE]
+    if (ev.is_done()) {
+      done_ = true;
+      break;
+    }
+    StreamChunk c;
+    parse_stream_chunk(ev.data, c);
+    if (!c.error.empty()) {
+      if (stream_error_.empty()) stream_error_ = c.error;
+      continue;
+    }
+    if (!c.text.empty()) {
+      const double t = ms(now);
+      if (ttft_ms_ < 0)
+        ttft_ms_ = t;
+      else
+        itl_ms_.push_back(t - last_text_ms_);
+      last_text_ms_ = t;
+      ++n_text_chunks_;
+    }
+    if (c.has_usage) {
+      has_usage_ = true;
+      prompt_tokens_ = c.prompt_tokens;
+      completion_tokens_ = c.completion_tokens;
+    }
+    if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
+  }
+}
+
+void StreamCollector::finish(RequestResult& r, TimePoint now) const {
+  r.e2e_ms = ms(now);
+  r.ttft_ms = ttft_ms_;
+  r.itl_ms = itl_ms_;
+  r.n_text_chunks = n_text_chunks_;
+  r.usage_reported = has_usage_ && completion_tokens_ >= 0;
+  r.n_output_tokens = r.usage_reported ? completion_tokens_ : n_text_chunks_;
+  r.n_prompt_tokens = has_usage_ ? prompt_tokens_ : -1;
+  r.finish_reason = finish_reason_;
+  if (!stream_error_.empty()) {
+    r.ok = false;
+    r.error_kind = "stream_error";
+    r.error = stream_error_;
+  } else if (!done_) {
+    r.ok = false;
+    r.error_kind = "incomplete";
+    r.error = parser_.has_partial() ? "stream cut off in the middle of an event" : "stream ended without [DONE]";
+  } else {
+    r.ok = true;
+    r.error_kind.clear();
+    r.error.clear();
+  }
+}
+
+struct HttpStreamClient::Impl {
+  explicit Impl(const EndpointConfig& c) : cfg(c), cli(c.url) {}
+  EndpointConfig cfg;
+  httplib::Client cli;
+};
+
+HttpStreamClient::HttpStreamClient(const EndpointConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
+  httplib::Client& c = impl_->cli;
+  const auto us = [](double s) { return std::chrono::microseconds(static_cast<int64_t>(s * 1e6)); };
+  c.set_connection_timeout(us(cfg.connect_timeout_s));
+  c.set_read_timeout(us(cfg.timeout_s));
+  c.set_write_timeout(us(cfg.timeout_s));
+  c.set_keep_alive(true);
+  c.set_tcp_nodelay(true);
+  if (!cfg.api_key.empty()) c.set_bearer_token_auth(cfg.api_key);
+}
+
+HttpStreamClient::~HttpStreamClient() = default;
+
+namespace {
+
+std::string kind_of(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection:
+    case httplib::Error::ConnectionTimeout:
+    case httplib::Error::BindIPAddress:
+      return "connect";
+    case httplib::Error::Read:
+      return "read";
+    case httplib::Error::Write:
+      return "write";
+    case httplib::Error::SSLConnection:
+    case httplib::Error::SSLLoadingCerts:
+    case httplib::Error::SSLServerVerification:
+      return "tls";
+    default:
+      return "client";
+  }
+}
+
+// The message of an OpenAI-style error body, else its start.
+std::string http_error_text(int status, const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (!j.is_discarded())
+    if (const json* e = member(j, "error")) return fmt::format("HTTP {}: {}", status, error_message(*e));
+  return fmt::format("HTTP {}: {}", status, body.substr(0, 200));
+}
+
+}  // namespace
+
+RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::steady_clock::time_point t_run) {
+  using Clock = std::chrono::steady_clock;
+  RequestResult r;
+  r.index = spec.index;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = impl_->cfg.endpoint;
+  req.set_header("Accept", "text/event-stream");
+  req.set_header("Content-Type", "application/json");
+  try {
+    req.body = request_body(impl_->cfg, spec).dump();
+  } catch (const std::exception& e) {  // invalid UTF-8 in a prompt from a file
+    r.error_kind = "client";
+    r.error = std::string("cannot encode the request: ") + e.what();
+    return r;
+  }
+  int status = 0;
+  std::string err_body;
+  const Clock::time_point t_sent = Clock::now();
+  r.t_start_s = std::chrono::duration<double>(t_sent - t_run).count();
+  StreamCollector col(t_sent);
+  req.response_handler = [&status](const httplib::Response& res) {
+    status = res.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    const Clock::time_point now = Clock::now();
+    if (status >= 200 && status < 300)
+      col.feed(std::string_view(data, n), now);
+    else if (err_body.size() < 4096)
+      err_body.append(data, std::min<size_t>(n, 4096 - err_body.size()));
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  bool sent = false;
+  try {
+    sent = impl_->cli.send(req, res, err);
+  } catch (const std::exception& e) {
+    r.error_kind = "client";
+    r.error = e.what();
+    r.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_sent).count();
+    return r;
+  }
+  const Clock::time_point t_end = Clock::now();
+  if (!sent) {
+    col.finish(r, t_end);  // keep whatever timings arrived
+    r.ok = false;
+    r.status = status;
+    r.error_kind = kind_of(err);
+    r.error = httplib::to_string(err);
+    return r;
+  }
+  r.status = res.status;
+  if (res.status < 200 || res.status >= 300) {
+    r.ok = false;
+    r.error_kind = fmt::format("http_{}", res.status);
+    r.error = http_error_text(res.status, err_body.empty() ? res.body : err_body);
+    r.e2e_ms = std::chrono::duration<double, std::milli>(t_end - t_sent).count();
+    return r;
+  }
+  col.finish(r, t_end);
+  return r;
+}
+
+int HttpStreamClient::get_status(const std::string& path) {
+  try {
+    httplib::Result res = impl_->cli.Get(path);
+    return res ? res->status : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace ubatch::bench

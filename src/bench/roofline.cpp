@@ -1,0 +1,124 @@
+#include "bench/roofline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <map>
+#include <random>
+#include <string_view>
+
+#include "kernels/matmul.h"
+
+namespace ubatch::bench {
+
+namespace {
+
+bool is_layer_matrix(const gguf::TensorInfo& t) {
+  return t.n_dims == 2 && std::string_view(t.name).substr(0, 4) == "blk.";
+}
+
+}  // namespace
+
+ModelCost model_cost(const Model& model) {
+  const HParams& hp = model.hparams();
+  const gguf::File& f = model.file();
+  ModelCost c;
+  c.weight_bytes = model.weight_bytes();
+  c.streamed_bytes = c.weight_bytes;
+  c.n_layer = hp.n_layer;
+  c.n_head = hp.n_head;
+  c.head_dim_k = hp.head_dim_k;
+  c.head_dim_v = hp.head_dim_v;
+  c.sliding_window = hp.sliding_window;
+  c.layer_is_swa = hp.layer_is_swa;
+  c.layer_is_swa.resize(static_cast<size_t>(hp.n_layer), false);
+  c.output_params = static_cast<uint64_t>(hp.n_vocab) * static_cast<uint64_t>(hp.n_embd);
+  std::map<TensorType, size_t> bytes_by_type;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    c.n_params += static_cast<uint64_t>(t.n_elements());
+    if (is_layer_matrix(t)) {
+      c.layer_params += static_cast<uint64_t>(t.n_elements());
+      bytes_by_type[t.type] += t.n_bytes;
+    }
+  }
+  size_t best = 0;
+  for (const auto& [type, bytes] : bytes_by_type)
+    if (bytes > best) best = bytes, c.main_type = type;
+  // A separate output matrix leaves the embedding table gathered, not streamed.
+  const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (f.find_tensor("output.weight") && embd && embd->n_bytes <= c.streamed_bytes) c.streamed_bytes -= embd->n_bytes;
+  return c;
+}
+
+double prompt_macs(const ModelCost& c, int64_t n_prompt, int64_t n_seq) {
+  if (n_prompt <= 0 || n_seq <= 0) return 0.0;
+  const double np = static_cast<double>(n_prompt);
+  const double per_key = static_cast<double>(c.n_head) * (c.head_dim_k + c.head_dim_v);
+  double keys = 0.0;  // Σ_layer Σ_p keys(p) for one sequence
+  const double full = np * (np + 1.0) / 2.0;
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const bool swa = il < static_cast<int32_t>(c.layer_is_swa.size()) && c.layer_is_swa[il] && c.sliding_window > 0;
+    if (!swa || n_prompt <= c.sliding_window) {
+      keys += full;
+    } else {
+      const double w = c.sliding_window;
+      keys += w * (w + 1.0) / 2.0 + (np - w) * w;  // p < w: p + 1 keys; afterwards w
+    }
+  }
+  const double ns = static_cast<double>(n_seq);
+  return ns * np * static_cast<double>(c.layer_params) + ns * keys * per_key + ns * static_cast<double>(c.output_params);
+}
+
+Result<ComputePeak> measure_matmul_peak(const Model& model, kernels::ThreadPool& pool, int n_runs) {
+  if (n_runs < 1) return Status::error("compute probe: need at least one run");
+  const ModelCost cost = model_cost(model);
+  const gguf::TensorInfo* src = nullptr;
+  for (const gguf::TensorInfo& t : model.file().tensors())
+    if (is_layer_matrix(t) && t.type == cost.main_type &&
+        (!src || t.n_elements() > src->n_elements() || (t.n_elements() == src->n_elements() && t.ne[0] > src->ne[0])))
+      src = &t;  // the largest matrix of the type (the widest among equals)
+  if (!src) return Status::error("compute probe: the model has no per-layer weight matrix");
+  if (!kernels::can_matmul(src->type))
+    return Status::error(fmt::format("compute probe: no matmul for type {}", tensor_type_name(src->type)));
+
+  ComputePeak r;
+  r.type = src->type;
+  r.n_in = src->ne[0];
+  r.n_threads = pool.n_threads();
+  r.n_tokens = 256;
+  const size_t row_bytes = tensor_row_bytes(src->type, src->ne[0]);
+  const int64_t cache_rows = static_cast<int64_t>((size_t{1} << 20) / std::max<size_t>(row_bytes, 1));
+  r.n_rows = std::clamp<int64_t>(cache_rows, 16 * int64_t{r.n_threads}, 4096);
+  r.n_rows = std::min(r.n_rows, src->ne[1]);
+
+  kernels::WeightView w;
+  w.type = src->type;
+  w.data = src->data;
+  w.n_in = r.n_in;
+  w.n_out = r.n_rows;
+  w.row_bytes = row_bytes;
+  std::vector<float> x(static_cast<size_t>(r.n_tokens * r.n_in));  // [n_tokens, n_in]
+  std::vector<float> y(static_cast<size_t>(r.n_tokens * r.n_rows)); // [n_tokens, n_rows]
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+
+  const double macs = static_cast<double>(r.n_tokens) * static_cast<double>(r.n_rows) * static_cast<double>(r.n_in);
+  kernels::matmul(w, x.data(), r.n_tokens, y.data(), pool);  // warm-up: weights into cache
+  // Each run repeats the product until it has lasted ≥ 50 ms, so timer resolution and pool
+  // wake-up do not dominate.
+  for (int run = 0; run < n_runs; ++run) {
+    int64_t reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double s = 0.0;
+    do {
+      kernels::matmul(w, x.data(), r.n_tokens, y.data(), pool);
+      ++reps;
+      s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (s < 0.05);
+    r.gflops = std::max(r.gflops, 2.0 * macs * static_cast<double>(reps) / s / 1e9);
+  }
+  return r;
+}
+
+}  // namespace ubatch::bench

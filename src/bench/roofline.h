@@ -1,0 +1,72 @@
+// What a forward pass costs (bytes streamed, multiply-adds) and the measured compute ceiling,
+// so benchmark results can be reported as a share of the machine's roofline.
+//
+// Generation (one token per sequence per step) is memory-bound: every step streams all the
+// weights once, so
+//     weight GB/s = streamed_bytes × steps/s / 10^9,   share = weight GB/s / measured read GB/s
+// (streamed_bytes = Model::weight_bytes() minus the token-embedding table when the output
+// matrix is separate — the embedding is only gathered, a few rows per step; KV-cache reads
+// are not counted, so the share is a lower bound).
+//
+// Prompt processing is compute-bound; its multiply-adds (MACs) are counted as
+//     MACs = T × P_layer + Σ_seq Σ_layer Σ_{p < n_prompt} n_head × (head_dim_k + head_dim_v) × keys(p)
+//            + n_seq × P_out
+// with T = n_seq × n_prompt tokens, P_layer = elements of the per-layer weight matrices
+// (attn_q/k/v/output, ffn_gate/up/down: 2-D tensors under blk.*), keys(p) = p + 1 (or
+// min(p + 1, sliding_window) on sliding-window layers), and P_out = n_vocab × n_embd for the
+// one logits row per sequence. FLOP/s = 2 × MACs / seconds (the "2 × params × tokens/s" rule
+// plus attention). Norms, RoPE, softmax and activations are not counted.
+//
+// The compute ceiling is measured, not taken from a data sheet: the engine's own matmul
+// (kernels::matmul) multiplies n_tokens = 256 activation rows by a cache-resident slice
+// (≤ 1 MiB, whole rows) of the largest per-layer weight matrix of the model's dominant type
+// (the type holding most per-layer weight bytes), on the pool's threads; each run repeats
+// the product for ≥ 50 ms; best of n_runs, FLOP/s = 2 × MACs / s. It is
+// the rate the forward pass would reach if it did nothing but matmuls on data in cache —
+// activation quantization included, as in the forward pass.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor_type.h"
+#include "kernels/thread_pool.h"
+#include "model/model.h"
+
+namespace ubatch::bench {
+
+struct ModelCost {
+  size_t weight_bytes = 0;    // Model::weight_bytes()
+  size_t streamed_bytes = 0;  // bytes a decode step streams (see above)
+  uint64_t n_params = 0;      // elements of all weight tensors
+  uint64_t layer_params = 0;  // P_layer
+  uint64_t output_params = 0; // P_out = n_vocab × n_embd
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+  int32_t sliding_window = 0;
+  std::vector<bool> layer_is_swa;     // [n_layer]
+  TensorType main_type = TensorType::F32;  // dominant per-layer weight type
+};
+
+ModelCost model_cost(const Model& model);
+
+// MACs of prefilling n_seq sequences of n_prompt tokens each from position 0, logits for the
+// last token of each (formula above).
+double prompt_macs(const ModelCost& cost, int64_t n_prompt, int64_t n_seq);
+
+struct ComputePeak {
+  double gflops = 0.0;  // best run, 10^9 FLOP/s (2 per MAC)
+  TensorType type = TensorType::F32;
+  int64_t n_in = 0, n_rows = 0, n_tokens = 0;
+  int n_threads = 0;
+};
+
+// Errors: the model has no 2-D per-layer weight of its dominant type (cannot happen for a
+// loaded model), n_runs < 1.
+Result<ComputePeak> measure_matmul_peak(const Model& model, kernels::ThreadPool& pool, int n_runs);
+
+}  // namespace ubatch::bench

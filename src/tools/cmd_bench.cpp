@@ -1,0 +1,188 @@
+// `ubatch bench`: prompt-processing, generation and batched throughput of the engine on
+// random token ids, over repetitions and every combination of --threads, --n-batch and
+// --n-ubatch, with each result's share of the measured roofline (memory read bandwidth for
+// generation, the matmul kernel's peak for prompt processing). Logic in bench/llm_bench.h;
+// usage in docs/BENCH_TOOLS.md.
+#include <fmt/format.h>
+#include <set>
+#include <thread>
+
+#include "bench/args.h"
+#include "bench/llm_bench.h"
+#include "bench/membw.h"
+#include "bench/roofline.h"
+#include "kernels/cpu_features.h"
+#include "tools/command.h"
+
+namespace ubatch::tools {
+namespace {
+
+struct BenchCliOptions {
+  std::string model;
+  std::string n_prompt = "512", n_gen = "128";
+  std::string pp = "128", tg = "128", batch_sizes;
+  std::string threads, n_batch = "2048", n_ubatch = "512";
+  std::string kv_type = "f16";
+  std::string output = "md";
+  int reps = 5;
+  uint64_t seed = 1234;
+  bool no_warmup = false;
+  bool no_roofline = false;
+  double bw_gbps = 0, peak_gflops = 0;
+  int64_t bw_mib = 0;
+  int probe_runs = 5;
+  bool single_given = false;  // -p or -n on the command line
+};
+
+template <typename T>
+bool ok_or_print(const Result<T>& r) {
+  if (!r) fmt::print(stderr, "error: {}\n", r.message());
+  return r.is_ok();
+}
+
+int run_bench(const BenchCliOptions& o) {
+  using namespace ubatch::bench;
+  constexpr int64_t kMaxLen = 1 << 20;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto n_prompt = parse_int_list(o.n_prompt, "-p/--n-prompt", 0, kMaxLen);
+  auto n_gen = parse_int_list(o.n_gen, "-n/--n-gen", 0, kMaxLen);
+  auto pp = parse_int_list(o.pp, "--pp", 0, kMaxLen);
+  auto tg = parse_int_list(o.tg, "--tg", 0, kMaxLen);
+  auto threads = parse_int_list(o.threads.empty() ? std::to_string(hw) : o.threads, "--threads", 1, 4096);
+  auto n_batch = parse_int_list(o.n_batch, "--n-batch", 1, kMaxLen);
+  auto n_ubatch = parse_int_list(o.n_ubatch, "--n-ubatch", 1, kMaxLen);
+  if (!ok_or_print(n_prompt) || !ok_or_print(n_gen) || !ok_or_print(pp) || !ok_or_print(tg) ||
+      !ok_or_print(threads) || !ok_or_print(n_batch) || !ok_or_print(n_ubatch))
+    return 1;
+  std::vector<int64_t> b_list;
+  if (!o.batch_sizes.empty()) {
+    auto b = parse_int_list(o.batch_sizes, "-B/--batch-sizes", 1, 65536);
+    if (!ok_or_print(b)) return 1;
+    b_list = b.value();
+  }
+  // With batched runs requested, the single-sequence defaults run only when asked for.
+  const bool single = b_list.empty() || o.single_given;
+  const std::vector<BenchTest> tests = make_tests(single ? n_prompt.value() : std::vector<int64_t>{},
+                                                  single ? n_gen.value() : std::vector<int64_t>{}, pp.value(),
+                                                  tg.value(), b_list);
+  if (tests.empty()) return fmt::print(stderr, "error: no tests to run (all lengths are 0)\n"), 1;
+
+  Result<std::unique_ptr<Model>> loaded = Model::load_file(o.model);
+  if (!loaded) return fmt::print(stderr, "error: {}: {}\n", o.model, loaded.message()), 1;
+  std::shared_ptr<Model> model(std::move(loaded.value()));
+
+  BenchReport report;
+  report.model.path = o.model;
+  report.model.cost = model_cost(*model);
+  report.model.desc = describe_model(*model, report.model.cost);
+  report.options.reps = o.reps;
+  report.options.seed = o.seed;
+  report.options.warmup = !o.no_warmup;
+  report.options.kv_type = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+  MachineInfo& m = report.machine;
+  m.simd = kernels::simd_level_name(kernels::simd_level());
+  m.hw_threads = hw;
+
+  // Roofline probes.
+  std::set<int64_t> thread_counts(threads->begin(), threads->end());
+  if (o.bw_gbps > 0) {
+    m.bandwidth.gbps = o.bw_gbps;
+    m.bandwidth_given = true;
+  } else if (!o.no_roofline) {
+    kernels::ThreadPool pool(static_cast<int>(*thread_counts.rbegin()));
+    const size_t bytes = o.bw_mib > 0 ? static_cast<size_t>(o.bw_mib) << 20 : default_bandwidth_buffer_bytes();
+    fmt::print(stderr, "bench: measuring memory read bandwidth ({} MiB, {} threads)...\n", bytes >> 20, pool.n_threads());
+    Result<BandwidthResult> bw = measure_read_bandwidth(pool, bytes, o.probe_runs);
+    if (!ok_or_print(bw)) return 1;
+    m.bandwidth = bw.value();
+  }
+  for (int64_t t : thread_counts) {
+    MachineInfo::Peak p;
+    p.n_threads = static_cast<int>(t);
+    if (o.peak_gflops > 0) {
+      p.peak.gflops = o.peak_gflops;
+      p.peak.type = report.model.cost.main_type;
+      p.peak.n_threads = p.n_threads;
+      m.peak_given = true;
+    } else if (!o.no_roofline) {
+      kernels::ThreadPool pool(p.n_threads);
+      fmt::print(stderr, "bench: measuring matmul peak ({} threads)...\n", pool.n_threads());
+      Result<ComputePeak> peak = measure_matmul_peak(*model, pool, o.probe_runs);
+      if (!ok_or_print(peak)) return 1;
+      p.peak = peak.value();
+    } else {
+      continue;
+    }
+    m.peaks.push_back(p);
+  }
+
+  BenchOptions bo = report.options;
+  for (const BenchConfig& cfg : expand_configs(threads.value(), n_batch.value(), n_ubatch.value())) {
+    ContextParams cp;
+    cp.n_ctx = kv_cells_needed(tests, cp.kv_block_size);
+    cp.n_batch = cfg.n_batch;
+    cp.n_ubatch = cfg.n_ubatch;
+    cp.n_threads = cfg.n_threads;
+    cp.kv_type = bo.kv_type;
+    Result<std::unique_ptr<Context>> ctx = Context::create(model, cp);
+    if (!ok_or_print(ctx)) return 1;
+    for (const BenchTest& t : tests) {
+      fmt::print(stderr, "bench: {} (threads {}, n_batch {}, n_ubatch {}, {} reps)\n", t.name(), cfg.n_threads,
+                 cfg.n_batch, cfg.n_ubatch, bo.reps);
+      Result<BenchResult> r = run_test(**ctx, cfg, t, bo);
+      if (!ok_or_print(r)) return 1;
+      apply_roofline(r.value(), report.model.cost, m.bandwidth.gbps, m.peak_for(r->n_threads));
+      report.results.push_back(std::move(r.value()));
+    }
+  }
+
+  if (o.output == "csv")
+    fmt::print("{}", format_csv(report));
+  else if (o.output == "json")
+    fmt::print("{}\n", to_json(report).dump(2));
+  else
+    fmt::print("{}", format_markdown(report));
+  return 0;
+}
+
+std::function<int()> setup_bench(CLI::App& sub) {
+  auto o = std::make_shared<BenchCliOptions>();
+  o->model = default_model_path();
+  sub.add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
+  CLI::Option* p = sub.add_option("-p,--n-prompt", o->n_prompt, "prompt lengths, comma list (ppN tests; 0 skips)")
+                       ->capture_default_str();
+  CLI::Option* n = sub.add_option("-n,--n-gen", o->n_gen, "generation lengths, comma list (tgN tests; 0 skips)")
+                       ->capture_default_str();
+  sub.add_option("--pp", o->pp, "batched runs: prompt tokens per sequence, comma list")->capture_default_str();
+  sub.add_option("--tg", o->tg, "batched runs: decode steps, comma list")->capture_default_str();
+  sub.add_option("-B,--batch-sizes", o->batch_sizes,
+                 "batched runs: sequences run together, comma list (e.g. 1,2,4,8,16,32); with -B, -p/-n run only when given");
+  sub.add_option("-r,--repetitions", o->reps, "repetitions of each test")->capture_default_str()->check(CLI::Range(1, 1000));
+  sub.add_option("-t,--threads", o->threads, "thread counts, comma list (default: all cores)");
+  sub.add_option("-b,--n-batch", o->n_batch, "logical batch sizes, comma list")->capture_default_str();
+  sub.add_option("-u,--n-ubatch", o->n_ubatch, "micro-batch sizes, comma list")->capture_default_str();
+  sub.add_option("--kv-type", o->kv_type, "KV cache storage type")->capture_default_str()
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
+  sub.add_option("-o,--output", o->output, "output format")->capture_default_str()
+      ->check(CLI::IsMember({"md", "csv", "json"}));
+  sub.add_option("-s,--seed", o->seed, "seed of the random token ids")->capture_default_str();
+  sub.add_flag("--no-warmup", o->no_warmup, "skip the untimed warm-up decode before each test");
+  sub.add_flag("--no-roofline", o->no_roofline, "skip the bandwidth and matmul-peak probes");
+  sub.add_option("--bw-gbps", o->bw_gbps, "use this memory bandwidth (GB/s) instead of measuring it")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--peak-gflops", o->peak_gflops, "use this compute peak (GFLOP/s) instead of measuring it")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer in MiB (default: max(1 GiB, 4 x last-level cache))")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  sub.add_option("--probe-runs", o->probe_runs, "runs of each probe (the best counts)")->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  return [o, p, n] {
+    o->single_given = p->count() > 0 || n->count() > 0;
+    return run_bench(*o);
+  };
+}
+
+UBATCH_REGISTER_COMMAND("bench", "benchmark prompt processing, generation and batched decoding (roofline shares)", setup_bench);
+
+}  // namespace
+}  // namespace ubatch::tools

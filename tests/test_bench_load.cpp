@@ -1,0 +1,309 @@
+// The load driver (bench/load_driver.h) against an in-process fake OpenAI-style server on
+// loopback: closed and open loops, usage vs chunk counting, errors by kind, request mix and
+// JSONL prompts. (The run against the real `ubatch serve` is in test_bench_serve.cpp.)
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <mutex>
+#include <netinet/in.h>
+#include <set>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+#include "bench/load_driver.h"
+#include "bench/prompts.h"
+#include "server/httplib_include.h"
+
+namespace ubatch::bench {
+namespace {
+
+using json = nlohmann::json;
+
+// A tiny OpenAI-compatible stand-in: streams max_tokens one-token chunks (a few ms apart,
+// data and blank line in separate writes), then usage (when asked for and enabled) and
+// [DONE]. /busy answers 503 with an OpenAI error body; /cut stops without [DONE].
+class FakeServer {
+ public:
+  explicit FakeServer(bool with_usage = true) : with_usage_(with_usage) {
+    svr_.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, false); });
+    svr_.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, true); });
+    svr_.Post("/cut", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, false, true); });
+    svr_.Post("/busy", [](const httplib::Request&, httplib::Response& r) {
+      r.status = 503;
+      r.set_header("Retry-After", "1");
+      r.set_content(R"({"error":{"message":"queue full","type":"overloaded"}})", "application/json");
+    });
+    port_ = svr_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { svr_.listen_after_bind(); });
+    while (!svr_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~FakeServer() {
+    svr_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::vector<json> bodies() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bodies_;
+  }
+  std::vector<std::string> auth() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return auth_;
+  }
+
+ private:
+  void stream(const httplib::Request& q, httplib::Response& r, bool chat, bool cut = false) {
+    json body = json::parse(q.body, nullptr, false);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      bodies_.push_back(body);
+      auth_.push_back(q.get_header_value("Authorization"));
+    }
+    const int n = body.is_object() && body.contains("max_tokens") ? body["max_tokens"].get<int>() : 4;
+    const bool usage = with_usage_ && body.is_object() && body.contains("stream_options") &&
+                       body["stream_options"].value("include_usage", false);
+    r.set_chunked_content_provider("text/event-stream", [n, usage, chat, cut](size_t, httplib::DataSink& sink) {
+      for (int i = 0; i < n; ++i) {
+        json chunk = chat ? json{{"choices", {{{"index", 0}, {"delta", {{"content", "w"}}}}}}}
+                          : json{{"choices", {{{"index", 0}, {"text", "w"}}}}};
+        const std::string line = "data: " + chunk.dump() + "\n";
+        sink.write(line.data(), line.size());
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        sink.write("\n", 1);
+      }
+      if (!cut) {
+        std::string tail;
+        if (usage)
+          tail += "data: " + json{{"choices", json::array()}, {"usage", {{"prompt_tokens", 3}, {"completion_tokens", n}}}}.dump() + "\n\n";
+        tail += "data: [DONE]\n\n";
+        sink.write(tail.data(), tail.size());
+      }
+      sink.done();
+      return true;
+    });
+  }
+
+  bool with_usage_;
+  httplib::Server svr_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::vector<json> bodies_;
+  std::vector<std::string> auth_;
+};
+
+LoadConfig base_config(const std::string& url) {
+  LoadConfig c;
+  c.endpoint.url = url;
+  c.endpoint.timeout_s = 30;
+  return c;
+}
+
+TEST(BenchLoad, ClosedLoopCompletesEveryRequestOnce) {
+  FakeServer server;
+  LoadConfig c = base_config(server.url());
+  c.users = 3;
+  c.n_requests = 12;
+  c.endpoint.api_key = "sk-test";
+  c.endpoint.model = "tiny";
+  const RequestMix mix(5, {4, 9}, {2, 5});
+  int progress_calls = 0;
+  Result<LoadReport> r = run_load(c, mix, [&](const Progress& p) {
+    ++progress_calls;
+    EXPECT_LE(p.completed + p.errors, 12);
+  });
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->mode, "closed");
+  EXPECT_EQ(r->n_started, 12);
+  EXPECT_EQ(r->n_completed, 12);
+  EXPECT_EQ(r->n_errors, 0) << format_text(r.value());
+  EXPECT_GE(progress_calls, 1);
+  std::set<int64_t> seen;
+  int64_t expected_tokens = 0;
+  for (const RequestResult& q : r->requests) {
+    seen.insert(q.index);
+    EXPECT_TRUE(q.usage_reported);
+    EXPECT_EQ(q.n_output_tokens, mix.make(q.index).max_tokens);
+    EXPECT_EQ(q.n_prompt_tokens, 3);
+    EXPECT_GE(q.ttft_ms, 0);
+    EXPECT_GE(q.e2e_ms, q.ttft_ms);
+    EXPECT_EQ(q.itl_ms.size(), static_cast<size_t>(q.n_output_tokens - 1));
+    expected_tokens += q.n_output_tokens;
+  }
+  EXPECT_EQ(seen.size(), 12u);
+  EXPECT_EQ(*seen.begin(), 0);
+  EXPECT_EQ(*seen.rbegin(), 11);
+  EXPECT_EQ(r->n_output_tokens, expected_tokens);
+  EXPECT_EQ(r->ttft_ms.n, 12u);
+  // What the server received: the mix's prompts, the model name, the key.
+  std::vector<json> bodies = server.bodies();
+  ASSERT_EQ(bodies.size(), 12u);
+  std::set<std::string> prompts;
+  for (int64_t i = 0; i < 12; ++i) prompts.insert(mix.make(i).prompt);
+  for (const json& b : bodies) {
+    EXPECT_EQ(b["model"], "tiny");
+    EXPECT_EQ(b["stream"], true);
+    EXPECT_TRUE(prompts.count(b["prompt"].get<std::string>()));
+  }
+  for (const std::string& a : server.auth()) EXPECT_EQ(a, "Bearer sk-test");
+}
+
+TEST(BenchLoad, ChatEndpointCountsChunksWithoutUsage) {
+  FakeServer server(/*with_usage=*/false);
+  LoadConfig c = base_config(server.url());
+  c.endpoint.endpoint = "/v1/chat/completions";
+  c.users = 2;
+  c.n_requests = 4;
+  c.think_ms = 1;
+  const RequestMix mix(1, {3, 3}, {6, 6});
+  Result<LoadReport> r = run_load(c, mix);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->n_completed, 4);
+  EXPECT_EQ(r->n_usage_reported, 0);
+  EXPECT_EQ(r->n_output_tokens, 24);
+  for (const json& b : server.bodies()) EXPECT_TRUE(b.contains("messages"));
+}
+
+TEST(BenchLoad, OpenLoop) {
+  FakeServer server;
+  LoadConfig c = base_config(server.url());
+  c.rate = 50;
+  c.n_requests = 8;
+  Result<LoadReport> r = run_load(c, RequestMix(2, {2, 4}, {1, 3}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->mode, "open");
+  EXPECT_EQ(r->n_started + r->n_dropped, 8);
+  EXPECT_EQ(r->n_completed, r->n_started);
+  EXPECT_EQ(r->n_errors, 0);
+  EXPECT_EQ(server.bodies().size(), static_cast<size_t>(r->n_started));
+}
+
+TEST(BenchLoad, DurationStopsStartingRequests) {
+  FakeServer server;
+  LoadConfig c = base_config(server.url());
+  c.users = 2;
+  c.duration_s = 0.3;
+  Result<LoadReport> r = run_load(c, RequestMix(3, {2, 2}, {2, 2}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_GT(r->n_completed, 0);
+  EXPECT_EQ(r->n_errors, 0);
+  EXPECT_EQ(r->n_completed, r->n_started);
+}
+
+TEST(BenchLoad, ErrorsAreCountedByKind) {
+  FakeServer server;
+  LoadConfig c = base_config(server.url());
+  c.endpoint.endpoint = "/busy";
+  c.users = 2;
+  c.n_requests = 4;
+  Result<LoadReport> r = run_load(c, RequestMix(1, {1, 1}, {1, 1}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->n_completed, 0);
+  EXPECT_EQ(r->n_errors, 4);
+  EXPECT_EQ(r->errors["http_503"], 4);
+  EXPECT_NE(r->error_examples["http_503"].find("queue full"), std::string::npos) << r->error_examples["http_503"];
+  for (const RequestResult& q : r->requests) EXPECT_EQ(q.status, 503);
+
+  c.endpoint.endpoint = "/cut";
+  r = run_load(c, RequestMix(1, {1, 1}, {2, 2}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->errors["incomplete"], 4);
+
+  c.endpoint.endpoint = "/no-such-route";
+  r = run_load(c, RequestMix(1, {1, 1}, {2, 2}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->errors["http_404"], 4);
+}
+
+TEST(BenchLoad, ConnectionRefused) {
+  // A port nobody listens on: bind an ephemeral one, then close it.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  close(fd);
+  LoadConfig c = base_config("http://127.0.0.1:" + std::to_string(port));
+  c.n_requests = 2;
+  Result<LoadReport> r = run_load(c, RequestMix(1, {1, 1}, {1, 1}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->n_errors, 2);
+  EXPECT_EQ(r->errors["connect"], 2);
+}
+
+TEST(BenchLoad, InvalidConfigIsAnError) {
+  LoadConfig c;
+  c.endpoint.url = "not a url";
+  c.n_requests = 1;
+  Result<LoadReport> r = run_load(c, RequestMix(1, {1, 1}, {1, 1}));
+  EXPECT_FALSE(r);
+}
+
+TEST(BenchLoad, RequestMixIsSeededAndInRange) {
+  const RequestMix a(42, {5, 9}, {3, 7}), b(42, {5, 9}, {3, 7}), c(43, {5, 9}, {3, 7});
+  bool differs = false;
+  for (int64_t i = 0; i < 50; ++i) {
+    const RequestSpec x = a.make(i), y = b.make(i);
+    EXPECT_EQ(x.prompt, y.prompt);
+    EXPECT_EQ(x.max_tokens, y.max_tokens);
+    EXPECT_EQ(x.index, i);
+    const size_t words = static_cast<size_t>(std::count(x.prompt.begin(), x.prompt.end(), ' ')) + 1;
+    EXPECT_GE(words, 5u);
+    EXPECT_LE(words, 9u);
+    EXPECT_GE(x.max_tokens, 3);
+    EXPECT_LE(x.max_tokens, 7);
+    if (c.make(i).prompt != x.prompt) differs = true;
+  }
+  EXPECT_TRUE(differs);
+  EXPECT_NE(a.make(0).prompt, a.make(1).prompt);
+}
+
+TEST(BenchLoad, JsonlPrompts) {
+  auto p = parse_prompts_jsonl("{\"prompt\": \"one\", \"max_tokens\": 4}\n\n{\"prompt\": \"two\"}\r\n", "p.jsonl");
+  ASSERT_TRUE(p) << p.message();
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].prompt, "one");
+  EXPECT_EQ((*p)[0].max_tokens, 4);
+  EXPECT_EQ((*p)[1].max_tokens, -1);
+  const RequestMix mix(9, {1, 1}, {10, 12}, p.value());
+  std::set<std::string> used;
+  for (int64_t i = 0; i < 40; ++i) {
+    RequestSpec s = mix.make(i);
+    used.insert(s.prompt);
+    if (s.prompt == "one") {
+      EXPECT_EQ(s.max_tokens, 4);
+    } else {
+      EXPECT_TRUE(s.max_tokens >= 10 && s.max_tokens <= 12);
+    }
+  }
+  EXPECT_EQ(used.size(), 2u);
+
+  struct Bad {
+    const char* text;
+    const char* expect;
+  } bad[] = {
+      {"", "no prompts"},
+      {"\n  \n", "no prompts"},
+      {"{\"prompt\": \"a\"}\nnot json\n", "p.jsonl:2: not a JSON object"},
+      {"[1]\n", "p.jsonl:1: not a JSON object"},
+      {"{\"text\": \"a\"}\n", "p.jsonl:1: needs a string field \"prompt\""},
+      {"{\"prompt\": 3}\n", "needs a string field"},
+      {"{\"prompt\": \"a\", \"max_tokens\": 0}\n", "p.jsonl:1: \"max_tokens\""},
+      {"{\"prompt\": \"a\", \"max_tokens\": \"9\"}\n", "\"max_tokens\""},
+  };
+  for (const Bad& b : bad) {
+    auto r = parse_prompts_jsonl(b.text, "p.jsonl");
+    ASSERT_FALSE(r) << b.text;
+    EXPECT_NE(r.message().find(b.expect), std::string::npos) << r.message();
+  }
+  EXPECT_FALSE(read_prompts_jsonl("/nonexistent/prompts.jsonl"));
+}
+
+}  // namespace
+}  // namespace ubatch::bench
