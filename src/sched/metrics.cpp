@@ -34,21 +34,20 @@ double Histogram::percentile(double p) const {
 
 std::string perf_summary(const MetricsSnapshot& m, double wall_ms) {
   std::string out;
-  auto line = [&](auto&&... args) { out += fmt::format(std::forward<decltype(args)>(args)...); };
-  line("perf: requests        {} finished ({} cancelled, {} failed), {} rejected\n", m.requests_finished,
+  out += fmt::format("perf: requests        {} finished ({} cancelled, {} failed), {} rejected\n", m.requests_finished,
        m.requests_cancelled, m.requests_failed, m.requests_rejected);
-  line("perf: prompt tokens   {} computed, {} from the prefix cache (hit rate {:.1f}%)\n", m.prompt_tokens,
+  out += fmt::format("perf: prompt tokens   {} computed, {} from the prefix cache (hit rate {:.1f}%)\n", m.prompt_tokens,
        m.cached_prompt_tokens, 100.0 * m.prefix_hit_rate);
-  line("perf: generated       {} tokens, {:.2f} tokens/s over {:.1f} s busy ({:.1f} s wall)\n", m.generated_tokens,
+  out += fmt::format("perf: generated       {} tokens, {:.2f} tokens/s over {:.1f} s busy ({:.1f} s wall)\n", m.generated_tokens,
        m.busy_ms > 0 ? 1000.0 * m.generated_tokens / m.busy_ms : 0.0, m.busy_ms / 1000.0, wall_ms / 1000.0);
-  line("perf: steps           {}, {:.1f} tokens/step, batch fill {:.1f}%\n", m.steps,
+  out += fmt::format("perf: steps           {}, {:.1f} tokens/step, batch fill {:.1f}%\n", m.steps,
        m.steps ? double(m.step_tokens) / m.steps : 0.0, 100.0 * m.batch_fill());
-  line("perf: TTFT ms         p50 {:.1f}  p99 {:.1f}  (n {})\n", m.ttft.percentile(50), m.ttft.percentile(99), m.ttft.count);
-  line("perf: TPOT ms         p50 {:.1f}  p99 {:.1f}\n", m.tpot.percentile(50), m.tpot.percentile(99));
-  line("perf: queue ms        p50 {:.1f}  p99 {:.1f}\n", m.queue_time.percentile(50), m.queue_time.percentile(99));
-  line("perf: KV blocks       {} used now, peak {} of {} ({} tokens/block), {} cached\n", m.kv_blocks_used,
+  out += fmt::format("perf: TTFT ms         p50 {:.1f}  p99 {:.1f}  (n {})\n", m.ttft.percentile(50), m.ttft.percentile(99), m.ttft.count);
+  out += fmt::format("perf: TPOT ms         p50 {:.1f}  p99 {:.1f}\n", m.tpot.percentile(50), m.tpot.percentile(99));
+  out += fmt::format("perf: queue ms        p50 {:.1f}  p99 {:.1f}\n", m.queue_time.percentile(50), m.queue_time.percentile(99));
+  out += fmt::format("perf: KV blocks       {} used now, peak {} of {} ({} tokens/block), {} cached\n", m.kv_blocks_used,
        m.kv_peak_blocks_used, m.kv_blocks_total, m.kv_block_size, m.kv_blocks_cached);
-  line("perf: preemptions     {}\n", m.preemptions);
+  out += fmt::format("perf: preemptions     {}\n", m.preemptions);
   return out;
 }
 
