@@ -46,6 +46,13 @@ if [ ! -s "$MODEL" ]; then
 fi
 echo "== default model: $MODEL ($(du -h "$MODEL" | cut -f1))"
 
+# The official OpenAI Python client, for the server's client test (tests/python/).
+if ! python3 -c 'import openai' >/dev/null 2>&1; then
+  echo "== installing the OpenAI Python client (pip package openai)"
+  python3 -m pip install --quiet openai || python3 -m pip install --quiet --break-system-packages openai || \
+    echo "warning: could not install openai; the server's Python client test will skip"
+fi
+
 echo "== building (Release) in build/"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build

@@ -1,0 +1,195 @@
+#include "server/completion_response.h"
+
+#include "tokenizer/tokenizer.h"
+
+namespace ubatch::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+// A token's bytes as valid UTF-8 text (a partial character becomes U+FFFD).
+std::string piece_text(const std::string& raw) {
+  Utf8StreamDecoder d;
+  std::string s = d.push(raw);
+  s += d.flush();
+  return s;
+}
+
+json bytes_json(const std::string& raw) {
+  json b = json::array();
+  for (unsigned char c : raw) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+int32_t chosen_id(const sched::Event& e) { return e.logprob.id >= 0 ? e.logprob.id : e.token; }
+
+// Chat: {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}.
+json chat_logprob_entry(const Tokenizer& tok, const sched::Event& e) {
+  const std::string raw = tok.token_to_piece(chosen_id(e));
+  json top = json::array();
+  for (const TokenLogprob& t : e.top) {
+    const std::string r = tok.token_to_piece(t.id);
+    top.push_back({{"token", piece_text(r)}, {"logprob", t.logprob}, {"bytes", bytes_json(r)}});
+  }
+  return {{"token", piece_text(raw)}, {"logprob", e.logprob.logprob}, {"bytes", bytes_json(raw)}, {"top_logprobs", top}};
+}
+
+json empty_legacy_logprobs() {
+  return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+          {"text_offset", json::array()}};
+}
+
+// Completions (legacy): appends one token to the parallel arrays.
+void append_legacy_logprob(json& lp, const Tokenizer& tok, const sched::Event& e, int64_t offset) {
+  lp["tokens"].push_back(piece_text(tok.token_to_piece(chosen_id(e))));
+  lp["token_logprobs"].push_back(e.logprob.logprob);
+  json top = json::object();
+  for (const TokenLogprob& t : e.top) top[piece_text(tok.token_to_piece(t.id))] = t.logprob;
+  lp["top_logprobs"].push_back(top);
+  lp["text_offset"].push_back(offset);
+}
+
+}  // namespace
+
+const char* finish_reason_text(sched::FinishReason r) {
+  switch (r) {
+    case sched::FinishReason::Stop: return "stop";
+    case sched::FinishReason::Length: return "length";
+    case sched::FinishReason::Cancelled: return "cancelled";
+    case sched::FinishReason::Error: return "error";
+  }
+  return "error";
+}
+
+json usage_json(const sched::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json timings_json(const sched::Timings& t) {
+  return {{"queue_ms", t.queue_ms}, {"ttft_ms", t.ttft_ms}, {"tpot_ms", t.tpot_ms}, {"total_ms", t.total_ms}};
+}
+
+CompletionAccumulator::CompletionAccumulator(ResponseMeta meta, int32_t n, const Tokenizer& tokenizer)
+    : meta_(std::move(meta)), tokenizer_(tokenizer), choices_(static_cast<size_t>(std::max(n, 1))) {
+  for (Choice& c : choices_)
+    c.logprobs = meta_.endpoint == Endpoint::ChatCompletions ? json::array() : empty_legacy_logprobs();
+}
+
+void CompletionAccumulator::add(const sched::Event& e) {
+  if (e.index < 0 || static_cast<size_t>(e.index) >= choices_.size()) return;
+  Choice& c = choices_[static_cast<size_t>(e.index)];
+  if (e.kind == sched::Event::Kind::Token) {
+    if (meta_.logprobs && e.token >= 0) {
+      if (meta_.endpoint == Endpoint::ChatCompletions)
+        c.logprobs.push_back(chat_logprob_entry(tokenizer_, e));
+      else
+        append_legacy_logprob(c.logprobs, tokenizer_, e, static_cast<int64_t>(c.text.size()));
+    }
+    c.text += e.text;
+  } else if (e.kind == sched::Event::Kind::Finish) {
+    c.finish = e.finish;
+    c.finished = true;
+    c.error = e.error;
+  }
+}
+
+json CompletionAccumulator::response(const sched::Event& done) const {
+  const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {{"index", i}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["logprobs"] = meta_.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
+    } else {
+      choice["text"] = c.text;
+      choice["logprobs"] = meta_.logprobs ? c.logprobs : json(nullptr);
+    }
+    choice["finish_reason"] = finish_reason_text(c.finished ? c.finish : sched::FinishReason::Cancelled);
+    if (!c.error.empty()) choice["error"] = c.error;
+    choices.push_back(std::move(choice));
+  }
+  return {{"id", meta_.id},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", meta_.created},
+          {"model", meta_.model},
+          {"choices", choices},
+          {"usage", usage_json(done.usage)},
+          {"timings", timings_json(done.timings)}};
+}
+
+ChunkBuilder::ChunkBuilder(ResponseMeta meta, int32_t n, const Tokenizer& tokenizer, bool include_usage)
+    : meta_(std::move(meta)),
+      tokenizer_(tokenizer),
+      include_usage_(include_usage),
+      text_offset_(static_cast<size_t>(std::max(n, 1)), 0) {}
+
+json ChunkBuilder::chunk(json choices) const {
+  const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
+  json c = {{"id", meta_.id},
+            {"object", chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", meta_.created},
+            {"model", meta_.model},
+            {"choices", std::move(choices)}};
+  if (include_usage_) c["usage"] = nullptr;  // only the last chunk carries usage
+  return c;
+}
+
+json ChunkBuilder::role(int32_t index) const {
+  return chunk(json::array({{{"index", index},
+                             {"delta", {{"role", "assistant"}, {"content", ""}}},
+                             {"logprobs", nullptr},
+                             {"finish_reason", nullptr}}}));
+}
+
+bool ChunkBuilder::token(const sched::Event& e, json& out) {
+  const bool want_logprobs = meta_.logprobs && e.token >= 0;
+  if (e.text.empty() && !want_logprobs) return false;
+  if (e.index < 0 || static_cast<size_t>(e.index) >= text_offset_.size()) return false;
+  int64_t& offset = text_offset_[static_cast<size_t>(e.index)];
+  json choice = {{"index", e.index}};
+  if (meta_.endpoint == Endpoint::ChatCompletions) {
+    choice["delta"] = {{"content", e.text}};
+    choice["logprobs"] = want_logprobs ? json{{"content", json::array({chat_logprob_entry(tokenizer_, e)})}}
+                                       : json(nullptr);
+  } else {
+    choice["text"] = e.text;
+    if (want_logprobs) {
+      json lp = empty_legacy_logprobs();
+      append_legacy_logprob(lp, tokenizer_, e, offset);
+      choice["logprobs"] = std::move(lp);
+    } else {
+      choice["logprobs"] = nullptr;
+    }
+  }
+  choice["finish_reason"] = nullptr;
+  offset += static_cast<int64_t>(e.text.size());
+  out = chunk(json::array({std::move(choice)}));
+  return true;
+}
+
+json ChunkBuilder::finish(const sched::Event& e) const {
+  json choice = {{"index", e.index}};
+  if (meta_.endpoint == Endpoint::ChatCompletions)
+    choice["delta"] = json::object();
+  else
+    choice["text"] = "";
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_reason_text(e.finish);
+  if (!e.error.empty()) choice["error"] = e.error;
+  return chunk(json::array({std::move(choice)}));
+}
+
+json ChunkBuilder::usage(const sched::Event& done) const {
+  json c = chunk(json::array());
+  c["usage"] = usage_json(done.usage);
+  c["timings"] = timings_json(done.timings);
+  return c;
+}
+
+}  // namespace ubatch::server

@@ -1,0 +1,83 @@
+// The OpenAI response shapes for completions and chat completions, built from engine
+// events: whole responses (CompletionAccumulator) and streamed chunks (ChunkBuilder).
+//
+// Text per choice is the concatenation of its Token events' text, so a streamed reply and
+// the same reply unstreamed are identical by construction. Logprobs: chat uses
+// {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}, completions the legacy
+// {"tokens", "token_logprobs", "top_logprobs", "text_offset"} arrays.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sched/request.h"
+#include "server/json_request.h"
+
+namespace ubatch {
+class Tokenizer;
+}
+
+namespace ubatch::server {
+
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string id;       // "cmpl-…" or "chatcmpl-…"
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  bool logprobs = false;
+};
+
+const char* finish_reason_text(sched::FinishReason r);  // "stop", "length", "cancelled", "error"
+
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
+nlohmann::json usage_json(const sched::Usage& u);
+// Extension: {"queue_ms", "ttft_ms", "tpot_ms", "total_ms"}.
+nlohmann::json timings_json(const sched::Timings& t);
+
+// Collects Token and Finish events of a non-streamed request; response() builds the body
+// from the Done event.
+class CompletionAccumulator {
+ public:
+  CompletionAccumulator(ResponseMeta meta, int32_t n, const Tokenizer& tokenizer);
+  void add(const sched::Event& e);
+  nlohmann::json response(const sched::Event& done) const;
+
+ private:
+  struct Choice {
+    std::string text;
+    nlohmann::json logprobs;  // chat: array of entries; completions: legacy object
+    sched::FinishReason finish = sched::FinishReason::Stop;
+    bool finished = false;
+    std::string error;
+  };
+  ResponseMeta meta_;
+  const Tokenizer& tokenizer_;
+  std::vector<Choice> choices_;
+};
+
+// Builds the chunks of a streamed request, in order: role() per choice (chat), token() per
+// Token event, finish() per Finish event, usage() at the end when asked for.
+class ChunkBuilder {
+ public:
+  ChunkBuilder(ResponseMeta meta, int32_t n, const Tokenizer& tokenizer, bool include_usage);
+  // Chat: the first chunk of choice `index` (delta {"role": "assistant", "content": ""}).
+  nlohmann::json role(int32_t index) const;
+  // A Token event's chunk; false (out untouched) when there is nothing to send (text held
+  // back and no logprobs requested).
+  bool token(const sched::Event& e, nlohmann::json& out);
+  nlohmann::json finish(const sched::Event& e) const;
+  // The last chunk when stream_options.include_usage: no choices, usage and timings.
+  nlohmann::json usage(const sched::Event& done) const;
+
+ private:
+  nlohmann::json chunk(nlohmann::json choices) const;
+  ResponseMeta meta_;
+  const Tokenizer& tokenizer_;
+  bool include_usage_;
+  std::vector<int64_t> text_offset_;  // per choice: bytes of text sent so far (legacy logprobs)
+};
+
+}  // namespace ubatch::server

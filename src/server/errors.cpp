@@ -1,0 +1,62 @@
+#include "server/errors.h"
+
+#include "server/httplib_include.h"
+
+namespace ubatch::server {
+
+ApiError invalid_request(std::string message, std::string param, std::string code) {
+  ApiError e;
+  e.status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+namespace {
+ApiError make(int status, std::string message, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+}  // namespace
+
+ApiError unauthorized(std::string message) {
+  return make(401, std::move(message), "authentication_error", "invalid_api_key");
+}
+ApiError not_found(std::string message) { return make(404, std::move(message), "not_found_error", "not_found"); }
+ApiError too_large(std::string message) {
+  return make(413, std::move(message), "invalid_request_error", "request_too_large");
+}
+ApiError server_error(std::string message) { return make(500, std::move(message), "server_error", "internal_error"); }
+ApiError unavailable(std::string message, int retry_after_s) {
+  ApiError e = make(503, std::move(message), "unavailable_error", "unavailable");
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+
+nlohmann::json error_json(const ApiError& e) {
+  nlohmann::json err = {{"message", e.message}, {"type", e.type}};
+  err["param"] = e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param);
+  err["code"] = e.code.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.code);
+  return {{"error", err}};
+}
+
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  send_json(res, e.status, error_json(e));
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+}
+
+}  // namespace ubatch::server

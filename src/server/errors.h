@@ -1,0 +1,47 @@
+// OpenAI-style API errors: every failure the server answers before a response starts is
+// one JSON object {"error": {"message", "type", "param", "code"}} with an HTTP status that
+// says whose fault it is (docs/API.md lists them all).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace httplib {
+struct Response;
+}
+
+namespace ubatch::server {
+
+struct ApiError {
+  int status = 400;                          // HTTP status
+  std::string message;                       // human-readable; names the field at fault
+  std::string type = "invalid_request_error";  // OpenAI error type
+  std::string param;                         // request field at fault ("" → null)
+  std::string code;                          // machine-readable code ("" → null)
+  int retry_after_s = 0;                     // > 0: sent as a Retry-After header
+};
+
+// 400 invalid_request_error for request field `param`.
+ApiError invalid_request(std::string message, std::string param = {}, std::string code = "invalid_value");
+// Other statuses with their types: 401 authentication_error, 404 not_found_error,
+// 413 invalid_request_error (request_too_large), 500 server_error, 503 unavailable_error.
+ApiError unauthorized(std::string message);
+ApiError not_found(std::string message);
+ApiError too_large(std::string message);
+ApiError server_error(std::string message);
+ApiError unavailable(std::string message, int retry_after_s = 0);
+
+// {"error": {...}} for e.
+nlohmann::json error_json(const ApiError& e);
+
+// Serializes JSON for the wire: never throws on strings that are not valid UTF-8 (invalid
+// bytes become U+FFFD), so no model output or echoed input can crash a handler.
+std::string dump_json(const nlohmann::json& j);
+
+// Sets res to status + JSON body (Content-Type application/json).
+void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+// Sets res to the error (status, JSON body, Retry-After when set).
+void send_error(httplib::Response& res, const ApiError& e);
+
+}  // namespace ubatch::server

@@ -1,0 +1,468 @@
+#include "server/json_request.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "tokenizer/tokenizer.h"
+
+namespace ubatch::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int kMaxDepth = 64;         // JSON nesting the server accepts
+constexpr size_t kMaxStops = 16;      // stop strings per request
+constexpr size_t kMaxStopBytes = 1024;
+constexpr int kMaxTopLogprobs = 20;   // as the OpenAI API
+constexpr int32_t kDefaultCompletionTokens = 16;  // OpenAI's default for /v1/completions
+
+#define UBATCH_TRY(expr)                      \
+  do {                                        \
+    if (auto ubatch_err_ = (expr)) return ubatch_err_; \
+  } while (0)
+
+// The field's value, or nullptr when absent or null.
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<ApiError> type_error(const char* key, const char* what) {
+  return invalid_request(fmt::format("'{}' must be {}", key, what), key, "invalid_type");
+}
+
+// An integer JSON value (or a float with an integral value) as int64; false otherwise.
+bool as_int64(const json& v, int64_t& out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+    out = static_cast<int64_t>(u);
+    return true;
+  }
+  if (v.is_number_integer()) {
+    out = v.get<int64_t>();
+    return true;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) >= 9.2e18) return false;
+    out = static_cast<int64_t>(d);
+    return true;
+  }
+  return false;
+}
+
+std::optional<ApiError> read_int(const json& obj, const char* key, int64_t lo, int64_t hi,
+                                 std::optional<int64_t>& out) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  int64_t x = 0;
+  if (!as_int64(*v, x)) {
+    if (v->is_number()) return invalid_request(fmt::format("'{}' must be an integer in [{}, {}]", key, lo, hi), key);
+    return type_error(key, "an integer");
+  }
+  if (x < lo || x > hi)
+    return invalid_request(fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x), key);
+  out = x;
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_float(const json& obj, const char* key, double lo, double hi, float& out) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return type_error(key, "a number");
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    return invalid_request(fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x), key);
+  out = static_cast<float>(x);
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_bool(const json& obj, const char* key, bool& out) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return type_error(key, "a boolean");
+  out = v->get<bool>();
+  return std::nullopt;
+}
+
+uint64_t random_seed() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+std::optional<ApiError> check_ids(const std::vector<int32_t>& ids, int32_t n_vocab, const char* key) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= n_vocab)
+      return invalid_request(fmt::format("'{}': token id {} at index {} is outside the vocabulary [0, {})", key,
+                                         ids[i], i, n_vocab),
+                             key, "invalid_token");
+  return std::nullopt;
+}
+
+// A JSON array of integers → ids (range checked by check_ids); false if any item is not an integer.
+bool as_id_list(const json& arr, std::vector<int32_t>& ids) {
+  ids.clear();
+  for (const json& item : arr) {
+    int64_t x = 0;
+    if (!as_int64(item, x)) return false;
+    ids.push_back(static_cast<int32_t>(std::clamp<int64_t>(x, -1, std::numeric_limits<int32_t>::max())));
+  }
+  return true;
+}
+
+std::optional<ApiError> parse_prompt(const json& body, const Tokenizer& tok, int32_t n_vocab, ParsedRequest& out) {
+  const json* p = field(body, "prompt");
+  if (!p) return invalid_request("'prompt' is required", "prompt", "missing_required_parameter");
+  const char* shape = "'prompt' must be a string, an array of token ids, or a list of one of those";
+  std::vector<int32_t>& ids = out.request.prompt;
+  bool is_text = false;
+  if (p->is_string()) {
+    out.prompt_text = p->get<std::string>();
+    is_text = true;
+  } else if (p->is_array()) {
+    if (p->empty()) return invalid_request("'prompt' is empty", "prompt", "empty_prompt");
+    const json& first = (*p)[0];
+    if (first.is_number()) {
+      if (!as_id_list(*p, ids)) return invalid_request(shape, "prompt", "invalid_type");
+    } else if (p->size() > 1 && (first.is_string() || first.is_array())) {
+      return invalid_request("one prompt per request: use 'n' for several samples of one prompt", "prompt");
+    } else if (first.is_string()) {
+      out.prompt_text = first.get<std::string>();
+      is_text = true;
+    } else if (first.is_array()) {
+      if (first.empty()) return invalid_request("'prompt' is empty", "prompt", "empty_prompt");
+      if (!as_id_list(first, ids)) return invalid_request(shape, "prompt", "invalid_type");
+    } else {
+      return invalid_request(shape, "prompt", "invalid_type");
+    }
+  } else {
+    return invalid_request(shape, "prompt", "invalid_type");
+  }
+  if (is_text) {
+    if (out.prompt_text.empty()) return invalid_request("'prompt' is empty", "prompt", "empty_prompt");
+    ids = tok.tokenize(out.prompt_text, tok.add_bos_default(), true);
+  }
+  UBATCH_TRY(check_ids(ids, n_vocab, "prompt"));
+  if (ids.empty()) return invalid_request("'prompt' is empty", "prompt", "empty_prompt");
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& body, const Tokenizer& tok, const std::string& chat_template,
+                                       ParsedRequest& out) {
+  const json* m = field(body, "messages");
+  if (!m) return invalid_request("'messages' is required", "messages", "missing_required_parameter");
+  if (!m->is_array()) return type_error("messages", "an array of {role, content} objects");
+  if (m->empty()) return invalid_request("'messages' is empty", "messages", "empty_prompt");
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!msg.is_object()) return invalid_request(where + " must be an object", "messages", "invalid_type");
+    const json* role = field(msg, "role");
+    if (!role || !role->is_string())
+      return invalid_request(where + ".role must be a string", "messages", "invalid_type");
+    ChatMessage cm;
+    cm.role = role->get<std::string>();
+    if (cm.role == "developer") cm.role = "system";  // the OpenAI API's newer name for it
+    const json* content = field(msg, "content");
+    if (!content) {
+      // null content (e.g. an assistant turn that only called tools): empty text.
+    } else if (content->is_string()) {
+      cm.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (size_t k = 0; k < content->size(); ++k) {
+        const json& part = (*content)[k];
+        const json* type = part.is_object() ? field(part, "type") : nullptr;
+        const json* text = part.is_object() ? field(part, "text") : nullptr;
+        if (!type || !type->is_string() || type->get<std::string>() != "text" || !text || !text->is_string())
+          return invalid_request(fmt::format("{}.content[{}]: only {{\"type\": \"text\", \"text\": ...}} parts are "
+                                             "supported",
+                                             where, k),
+                                 "messages");
+        cm.content += text->get<std::string>();
+      }
+    } else {
+      return invalid_request(where + ".content must be a string, an array of text parts, or null", "messages",
+                             "invalid_type");
+    }
+    messages.push_back(std::move(cm));
+  }
+  Result<std::string> text = apply_chat_template(chat_template, messages, true);
+  if (!text) return invalid_request("'messages': " + text.message(), "messages");
+  out.prompt_text = std::move(text.value());
+  out.request.prompt = tok.tokenize(out.prompt_text, tok.add_bos_default(), true);
+  if (out.request.prompt.empty()) return invalid_request("'messages' render to an empty prompt", "messages", "empty_prompt");
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_stop(const json& body, std::vector<std::string>& stop) {
+  const json* s = field(body, "stop");
+  if (!s) return std::nullopt;
+  std::vector<std::string> all;
+  if (s->is_string()) {
+    all.push_back(s->get<std::string>());
+  } else if (s->is_array()) {
+    for (const json& item : *s) {
+      if (!item.is_string()) return type_error("stop", "a string or an array of strings");
+      all.push_back(item.get<std::string>());
+    }
+  } else {
+    return type_error("stop", "a string or an array of strings");
+  }
+  if (all.size() > kMaxStops)
+    return invalid_request(fmt::format("'stop' has {} strings; at most {} are allowed", all.size(), kMaxStops), "stop");
+  for (std::string& one : all) {
+    if (one.size() > kMaxStopBytes)
+      return invalid_request(fmt::format("'stop' strings are limited to {} bytes", kMaxStopBytes), "stop");
+    if (!one.empty()) stop.push_back(std::move(one));  // an empty stop string would match everywhere: ignored
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_logit_bias(const json& body, int32_t n_vocab,
+                                         std::vector<std::pair<int32_t, float>>& out) {
+  const json* lb = field(body, "logit_bias");
+  if (!lb) return std::nullopt;
+  if (!lb->is_object()) return type_error("logit_bias", "an object mapping token ids to biases");
+  for (auto it = lb->begin(); it != lb->end(); ++it) {
+    const std::string& key = it.key();
+    int64_t id = -1;
+    auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || key.empty())
+      return invalid_request(fmt::format("'logit_bias' key '{}' is not a token id", key), "logit_bias",
+                             "invalid_token");
+    if (id < 0 || id >= n_vocab)
+      return invalid_request(fmt::format("'logit_bias' key {} is outside the vocabulary [0, {})", id, n_vocab),
+                             "logit_bias", "invalid_token");
+    if (!it.value().is_number())
+      return invalid_request(fmt::format("'logit_bias' value for {} must be a number", id), "logit_bias",
+                             "invalid_type");
+    const double bias = it.value().get<double>();
+    if (!std::isfinite(bias) || bias < -100.0 || bias > 100.0)
+      return invalid_request(fmt::format("'logit_bias' value for {} must be in [-100, 100], got {}", id, bias),
+                             "logit_bias");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_logprobs(const json& body, Endpoint endpoint, ParsedRequest& out) {
+  const json* lp = field(body, "logprobs");
+  int64_t n_top = -1;
+  if (endpoint == Endpoint::Completions) {
+    // Legacy completions: "logprobs": k asks for the chosen token and k alternatives.
+    if (lp) {
+      if (lp->is_boolean()) {
+        n_top = lp->get<bool>() ? 0 : -1;
+      } else {
+        std::optional<int64_t> k;
+        UBATCH_TRY(read_int(body, "logprobs", 0, kMaxTopLogprobs, k));
+        n_top = *k;
+      }
+    }
+  } else {
+    bool want = false;
+    UBATCH_TRY(read_bool(body, "logprobs", want));
+    std::optional<int64_t> k;
+    UBATCH_TRY(read_int(body, "top_logprobs", 0, kMaxTopLogprobs, k));
+    if (k && !want) return invalid_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (want) n_top = k.value_or(0);
+  }
+  out.logprobs = n_top >= 0;
+  out.request.top_logprobs = static_cast<int32_t>(n_top);
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_sampling(const json& body, const RequestLimits& limits, SamplingParams& sp) {
+  UBATCH_TRY(read_float(body, "temperature", 0.0, 2.0, sp.temperature));
+  UBATCH_TRY(read_float(body, "top_p", 0.0, 1.0, sp.top_p));
+  UBATCH_TRY(read_float(body, "min_p", 0.0, 1.0, sp.min_p));
+  std::optional<int64_t> top_k;
+  UBATCH_TRY(read_int(body, "top_k", 0, std::numeric_limits<int32_t>::max(), top_k));
+  if (top_k) sp.top_k = static_cast<int32_t>(*top_k);  // 0: disabled (the whole vocabulary)
+  UBATCH_TRY(read_float(body, "repeat_penalty", 0.0, 10.0, sp.repeat_penalty));
+  if (field(body, "repeat_penalty") && sp.repeat_penalty <= 0.0f)
+    return invalid_request("'repeat_penalty' must be > 0 (1 is off)", "repeat_penalty");
+  std::optional<int64_t> last_n;
+  UBATCH_TRY(read_int(body, "repeat_last_n", -1, 1 << 20, last_n));
+  if (last_n) sp.repeat_last_n = *last_n < 0 ? limits.n_ctx : static_cast<int32_t>(*last_n);
+  UBATCH_TRY(read_float(body, "presence_penalty", -2.0, 2.0, sp.presence_penalty));
+  UBATCH_TRY(read_float(body, "frequency_penalty", -2.0, 2.0, sp.frequency_penalty));
+  if (const json* seed = field(body, "seed")) {
+    if (seed->is_number_unsigned()) {
+      sp.seed = seed->get<uint64_t>();
+    } else {
+      int64_t s = 0;
+      if (!as_int64(*seed, s)) return type_error("seed", "an integer");
+      sp.seed = static_cast<uint64_t>(s);
+    }
+  } else if (limits.random_seed) {
+    sp.seed = random_seed();
+  }
+  UBATCH_TRY(parse_logit_bias(body, limits.n_vocab, sp.logit_bias));
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view s, size_t* bad_offset) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  auto fail = [&](size_t at) {
+    if (bad_offset) *bad_offset = at;
+    return false;
+  };
+  while (i < n) {
+    const unsigned c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // range of the second byte (Unicode table 3-7)
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return fail(i);
+    }
+    if (i + len > n) return fail(i);
+    if (p[i + 1] < lo || p[i + 1] > hi) return fail(i);
+    for (size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return fail(i);
+    i += len;
+  }
+  return true;
+}
+
+std::optional<ApiError> parse_json_body(std::string_view body, json& out) {
+  if (body.empty()) return invalid_request("the request body is empty; a JSON object is expected", "", "invalid_json");
+  size_t bad = 0;
+  if (!is_valid_utf8(body, &bad))
+    return invalid_request(fmt::format("the request body is not valid UTF-8 (first bad byte at offset {})", bad), "",
+                           "invalid_encoding");
+  // Bound the nesting before parsing (deep documents would only cost stack and memory).
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth)
+        return invalid_request(fmt::format("the request JSON nests deeper than {} levels", kMaxDepth), "",
+                               "invalid_json");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  try {
+    out = json::parse(body);
+  } catch (const json::exception& e) {
+    // nlohmann rejects malformed documents and escapes of lone surrogates ("\ud800").
+    return invalid_request(fmt::format("invalid JSON: {}", e.what()), "", "invalid_json");
+  }
+  if (!out.is_object()) return invalid_request("the request body must be a JSON object", "", "invalid_json");
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_completion_request(const json& body, Endpoint endpoint, const Tokenizer& tokenizer,
+                                                 const std::string& chat_template, const RequestLimits& limits,
+                                                 ParsedRequest& out) {
+  out = ParsedRequest{};
+  out.endpoint = endpoint;
+  sched::Request& r = out.request;
+  r.sampling = limits.defaults;
+
+  if (const json* model = field(body, "model")) {
+    if (!model->is_string()) return type_error("model", "a string");
+    out.model = model->get<std::string>();
+  }
+  UBATCH_TRY(read_bool(body, "stream", out.stream));
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) return type_error("stream_options", "an object");
+    UBATCH_TRY(read_bool(*so, "include_usage", out.include_usage));
+  }
+  if (endpoint == Endpoint::Completions) {
+    bool echo = false;
+    UBATCH_TRY(read_bool(body, "echo", echo));
+    if (echo) return invalid_request("'echo' is not supported", "echo", "unsupported_parameter");
+  }
+
+  std::optional<int64_t> n;
+  UBATCH_TRY(read_int(body, "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), n));
+  if (n && (*n < 1 || *n > limits.max_n))
+    return invalid_request(fmt::format("'n' must be in [1, {}] (the server's --max-n), got {}", limits.max_n, *n), "n");
+  r.n = static_cast<int32_t>(n.value_or(1));
+
+  // max_completion_tokens (newer name) wins over max_tokens.
+  const char* mt_key = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  std::optional<int64_t> max_tokens;
+  UBATCH_TRY(read_int(body, mt_key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                      max_tokens));
+  if (max_tokens && *max_tokens < 1)
+    return invalid_request(fmt::format("'{}' must be at least 1, got {}", mt_key, *max_tokens), mt_key);
+  if (max_tokens && *max_tokens > limits.max_tokens_cap)
+    return invalid_request(
+        fmt::format("'{}' is {}, above this server's limit of {} tokens", mt_key, *max_tokens, limits.max_tokens_cap),
+        mt_key);
+
+  UBATCH_TRY(parse_stop(body, r.stop));
+  UBATCH_TRY(read_bool(body, "ignore_eos", r.ignore_eos));
+  std::optional<int64_t> priority, deadline;
+  UBATCH_TRY(read_int(body, "priority", -1000000, 1000000, priority));
+  if (priority) r.priority = static_cast<int32_t>(*priority);
+  UBATCH_TRY(read_int(body, "deadline_ms", 0, int64_t{1} << 40, deadline));
+  if (deadline) r.deadline_ms = *deadline;
+  UBATCH_TRY(parse_sampling(body, limits, r.sampling));
+  UBATCH_TRY(parse_logprobs(body, endpoint, out));
+
+  if (endpoint == Endpoint::Completions) {
+    UBATCH_TRY(parse_prompt(body, tokenizer, limits.n_vocab, out));
+  } else {
+    UBATCH_TRY(parse_messages(body, tokenizer, chat_template, out));
+  }
+
+  const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
+  if (n_prompt >= limits.n_ctx)
+    return invalid_request(fmt::format("the prompt is {} tokens, but the context holds {} tokens (prompt plus at "
+                                       "least one generated token)",
+                                       n_prompt, limits.n_ctx),
+                           endpoint == Endpoint::Completions ? "prompt" : "messages", "context_length_exceeded");
+  if (max_tokens) {
+    if (n_prompt + *max_tokens > limits.n_ctx)
+      return invalid_request(fmt::format("the context holds {} tokens, but the request needs {} ({} in the prompt, {} "
+                                         "to generate); lower '{}' or shorten the prompt",
+                                         limits.n_ctx, n_prompt + *max_tokens, n_prompt, *max_tokens, mt_key),
+                             mt_key, "context_length_exceeded");
+    r.max_tokens = static_cast<int32_t>(*max_tokens);
+  } else {
+    const int64_t room = limits.n_ctx - n_prompt;
+    const int64_t dflt = endpoint == Endpoint::Completions ? kDefaultCompletionTokens : room / r.n;
+    r.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(dflt, room), 1, limits.max_tokens_cap));
+  }
+  return std::nullopt;
+}
+
+#undef UBATCH_TRY
+
+}  // namespace ubatch::server

@@ -1,0 +1,64 @@
+// Parsing and validation of request bodies: bytes → JSON (UTF-8 checked, nesting bounded)
+// → sched::Request for /v1/completions and /v1/chat/completions. Every rule and its error is
+// listed in docs/API.md; unknown fields are ignored, null means "absent".
+//
+// The prompt is tokenized here (so its length is known before the engine sees it): text
+// with BOS per the model (`add_bos_default`) and special tokens parsed; chat messages are
+// rendered with the chat template first (apply_chat_template, generation prompt opened).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "sched/request.h"
+#include "server/errors.h"
+
+namespace ubatch {
+class Tokenizer;
+}
+
+namespace ubatch::server {
+
+enum class Endpoint { Completions, ChatCompletions };
+
+// What validation needs to know about the backend and the server's limits.
+struct RequestLimits {
+  int32_t n_ctx = 0;           // KV capacity in tokens (one sequence can use at most this)
+  int32_t n_vocab = 0;
+  int32_t max_tokens_cap = 1 << 20;
+  int32_t max_n = 16;
+  SamplingParams defaults;     // sampling for fields the request leaves out
+  bool random_seed = true;     // no "seed" in the request: a random one (else defaults.seed)
+};
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  sched::Request request;      // prompt holds the token ids (prompt_text is left empty)
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // report logprobs (request.top_logprobs >= 0)
+  std::string model;           // as sent (informational; the served model answers)
+  std::string prompt_text;     // rendered prompt text ("" when given as ids), for --log-prompts
+};
+
+// True when `s` is well-formed UTF-8 (Unicode ch. 3, table 3-7: no overlongs, no surrogates,
+// nothing above U+10FFFF). On failure *bad_offset (when given) is the first bad byte.
+bool is_valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
+
+// Body → JSON object. Errors (400): empty body, invalid UTF-8, nesting deeper than 64,
+// malformed JSON (including lone surrogate escapes such as "\ud800"), not an object.
+std::optional<ApiError> parse_json_body(std::string_view body, nlohmann::json& out);
+
+// JSON object → request. chat_template: the resolved template (chat only). Errors (400):
+// wrong types, out-of-range values, empty prompt or messages, token ids or logit_bias keys
+// outside the vocabulary, prompt (+ max_tokens) longer than the context (code
+// "context_length_exceeded", message with the token counts), chat template failures.
+std::optional<ApiError> parse_completion_request(const nlohmann::json& body, Endpoint endpoint,
+                                                 const Tokenizer& tokenizer, const std::string& chat_template,
+                                                 const RequestLimits& limits, ParsedRequest& out);
+
+}  // namespace ubatch::server

@@ -1,0 +1,104 @@
+#include "server/prometheus.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace ubatch::server {
+
+namespace {
+
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  return fmt::format("{}", v);
+}
+
+void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void counter(std::string& out, const std::string& name, const std::string& help, uint64_t v) {
+  header(out, name, "counter", help);
+  out += fmt::format("{} {}\n", name, v);
+}
+
+void counter_f(std::string& out, const std::string& name, const std::string& help, double v) {
+  header(out, name, "counter", help);
+  out += fmt::format("{} {}\n", name, number(v));
+}
+
+void gauge(std::string& out, const std::string& name, const std::string& help, double v) {
+  header(out, name, "gauge", help);
+  out += fmt::format("{} {}\n", name, number(v));
+}
+
+}  // namespace
+
+std::string render_histogram(const std::string& name, const std::string& help, const sched::Histogram& h) {
+  std::string out;
+  header(out, name, "histogram", help);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.buckets.size(); ++i) {
+    cumulative += h.buckets[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, number(sched::Histogram::kBoundsMs[i] / 1000.0),
+                       cumulative);
+  }
+  // Observations above the last bound are only in `count`; +Inf holds them all.
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, std::max(cumulative, h.count));
+  out += fmt::format("{}_sum {}\n", name, number(h.sum_ms / 1000.0));
+  out += fmt::format("{}_count {}\n", name, std::max(cumulative, h.count));
+  return out;
+}
+
+std::string render_prometheus(const sched::MetricsSnapshot* m, const ServerMetrics& s) {
+  std::string out;
+  gauge(out, "ubatch_ready", "1 once the model is loaded and requests are served", s.ready ? 1 : 0);
+  header(out, "ubatch_http_responses_total", "counter", "HTTP responses sent, by status code");
+  if (s.responses_by_status.empty()) out += "ubatch_http_responses_total{code=\"200\"} 0\n";
+  for (const auto& [code, n] : s.responses_by_status)
+    out += fmt::format("ubatch_http_responses_total{{code=\"{}\"}} {}\n", code, n);
+  counter(out, "ubatch_http_disconnects_total", "requests cancelled because the client disconnected",
+          s.disconnects);
+  gauge(out, "ubatch_http_streams_active", "streaming (SSE) responses in progress",
+        static_cast<double>(s.streams_active));
+  if (!m) return out;
+
+  counter(out, "ubatch_requests_submitted_total", "requests accepted by the engine", m->requests_submitted);
+  counter(out, "ubatch_requests_finished_total", "requests ended, any finish reason", m->requests_finished);
+  counter(out, "ubatch_requests_cancelled_total", "requests cancelled (client gone or shutdown)",
+          m->requests_cancelled);
+  counter(out, "ubatch_requests_failed_total", "requests that ended with an error", m->requests_failed);
+  counter(out, "ubatch_requests_rejected_total", "requests refused at submit (queue full, too long, invalid)",
+          m->requests_rejected);
+  counter(out, "ubatch_prompt_tokens_total", "prompt tokens prefilled (cache hits not counted)", m->prompt_tokens);
+  counter(out, "ubatch_cached_prompt_tokens_total", "prompt tokens served from the prefix cache",
+          m->cached_prompt_tokens);
+  counter(out, "ubatch_generated_tokens_total", "tokens generated, all samples", m->generated_tokens);
+  counter(out, "ubatch_steps_total", "engine steps run", m->steps);
+  counter(out, "ubatch_step_tokens_total", "tokens run in all steps", m->step_tokens);
+  counter(out, "ubatch_step_budget_tokens_total", "token budget of all steps (n_batch per step)", m->step_budget);
+  counter(out, "ubatch_preemptions_total", "sequences preempted under KV pressure", m->preemptions);
+  counter_f(out, "ubatch_busy_seconds_total", "time spent in engine steps", m->busy_ms / 1000.0);
+
+  gauge(out, "ubatch_requests_queued", "requests waiting to be scheduled", static_cast<double>(m->queued));
+  gauge(out, "ubatch_requests_running", "requests with sequences in the running set", static_cast<double>(m->running));
+  gauge(out, "ubatch_kv_blocks_used", "KV blocks held by live sequences", static_cast<double>(m->kv_blocks_used));
+  gauge(out, "ubatch_kv_blocks_cached", "KV blocks kept for prefix reuse", static_cast<double>(m->kv_blocks_cached));
+  gauge(out, "ubatch_kv_blocks_total", "KV blocks in the cache", static_cast<double>(m->kv_blocks_total));
+  gauge(out, "ubatch_kv_block_size_tokens", "token slots per KV block", static_cast<double>(m->kv_block_size));
+  gauge(out, "ubatch_kv_peak_blocks_used", "most KV blocks used at once", static_cast<double>(m->kv_peak_blocks_used));
+  gauge(out, "ubatch_kv_usage_ratio", "KV blocks used / total",
+        m->kv_blocks_total ? static_cast<double>(m->kv_blocks_used) / static_cast<double>(m->kv_blocks_total) : 0.0);
+  gauge(out, "ubatch_prefix_hit_rate", "prompt tokens served from the prefix cache / prompt tokens requested",
+        m->prefix_hit_rate);
+  gauge(out, "ubatch_batch_fill_ratio", "tokens run / token budget over all steps", m->batch_fill());
+
+  out += render_histogram("ubatch_ttft_seconds", "time to first token (arrival to first token)", m->ttft);
+  out += render_histogram("ubatch_tpot_seconds", "mean time per output token after the first, per request", m->tpot);
+  out += render_histogram("ubatch_queue_time_seconds", "arrival to first scheduled", m->queue_time);
+  out += render_histogram("ubatch_e2e_seconds", "arrival to done (end-to-end request latency)", m->e2e);
+  return out;
+}
+
+}  // namespace ubatch::server

@@ -1,0 +1,137 @@
+#include "server/routes_misc.h"
+
+#include <limits>
+
+#include "sched/engine.h"
+#include "server/errors.h"
+#include "server/json_request.h"
+#include "server/prometheus.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ubatch::server {
+
+namespace {
+
+using json = nlohmann::json;
+
+const Backend* require_backend(ServerState& state, httplib::Response& res) {
+  const Backend* b = state.backend.load();
+  if (!b) send_error(res, unavailable("the model is loading; retry shortly", 1));
+  return b;
+}
+
+void health(ServerState& state, httplib::Response& res) {
+  if (!state.backend.load()) {
+    ApiError e = unavailable("the model is loading", 1);
+    json body = error_json(e);
+    body["status"] = "loading";
+    send_json(res, 503, body);
+    res.set_header("Retry-After", "1");
+    return;
+  }
+  send_json(res, 200, {{"status", "ok"}});
+}
+
+void models(ServerState& state, int64_t started_at, httplib::Response& res) {
+  json model = {{"id", state.config.model_name}, {"object", "model"}, {"created", started_at}, {"owned_by", "ubatch"}};
+  if (const Backend* b = state.backend.load())
+    model["meta"] = {{"n_ctx", b->n_ctx}, {"n_vocab", b->n_vocab}, {"chat_template", b->chat_template}};
+  send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+}
+
+void metrics(ServerState& state, httplib::Response& res) {
+  ServerMetrics s;
+  const Backend* b = state.backend.load();
+  s.ready = b != nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state.counters.mutex);
+    s.responses_by_status = state.counters.responses_by_status;
+  }
+  s.disconnects = state.counters.disconnects.load();
+  s.streams_active = state.counters.streams_active.load();
+  if (b) {
+    const sched::MetricsSnapshot m = b->engine->metrics();
+    res.set_content(render_prometheus(&m, s), "text/plain; version=0.0.4; charset=utf-8");
+  } else {
+    res.set_content(render_prometheus(nullptr, s), "text/plain; version=0.0.4; charset=utf-8");
+  }
+  res.status = 200;
+}
+
+std::optional<ApiError> read_flag(const json& body, const char* key, bool& out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return invalid_request(std::string("'") + key + "' must be a boolean", key, "invalid_type");
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+void tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+  const Backend* b = require_backend(state, res);
+  if (!b) return;
+  json body;
+  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  auto content = body.find("content");
+  if (content == body.end() || !content->is_string())
+    return send_error(res, invalid_request("'content' must be a string", "content", "invalid_type"));
+  bool add_special = false, parse_special = true, with_pieces = false;
+  for (auto [key, flag] : {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special},
+                           std::pair{"with_pieces", &with_pieces}})
+    if (auto e = read_flag(body, key, *flag)) return send_error(res, *e);
+  const std::vector<int32_t> ids = b->tokenizer->tokenize(content->get<std::string>(), add_special, parse_special);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    Utf8StreamDecoder d;
+    std::string piece = d.push(b->tokenizer->token_to_piece(id, true));
+    piece += d.flush();
+    tokens.push_back({{"id", id}, {"piece", piece}});
+  }
+  send_json(res, 200, {{"tokens", tokens}});
+}
+
+void detokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+  const Backend* b = require_backend(state, res);
+  if (!b) return;
+  json body;
+  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  auto tokens = body.find("tokens");
+  if (tokens == body.end() || !tokens->is_array())
+    return send_error(res, invalid_request("'tokens' must be an array of token ids", "tokens", "invalid_type"));
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const json& t = (*tokens)[i];
+    if (!t.is_number_integer())
+      return send_error(res, invalid_request("'tokens' must be an array of token ids", "tokens", "invalid_type"));
+    const bool negative = !t.is_number_unsigned() && t.get<int64_t>() < 0;
+    const uint64_t v = negative ? 0 : t.get<uint64_t>();
+    if (negative || v >= static_cast<uint64_t>(b->n_vocab))
+      return send_error(res, invalid_request("'tokens': token id " + t.dump() + " at index " + std::to_string(i) +
+                                                 " is outside the vocabulary [0, " + std::to_string(b->n_vocab) + ")",
+                                             "tokens", "invalid_token"));
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  Utf8StreamDecoder d;  // the ids may end inside a character: complete the text with U+FFFD
+  std::string text = d.push(b->tokenizer->detokenize(ids));
+  text += d.flush();
+  send_json(res, 200, {{"content", text}});
+}
+
+}  // namespace
+
+void register_misc_routes(httplib::Server& http, ServerState& state, int64_t started_at) {
+  http.Get("/health", [&state](const httplib::Request&, httplib::Response& res) { health(state, res); });
+  http.Get("/v1/health", [&state](const httplib::Request&, httplib::Response& res) { health(state, res); });
+  auto list = [&state, started_at](const httplib::Request&, httplib::Response& res) { models(state, started_at, res); };
+  http.Get("/v1/models", list);
+  http.Get("/models", list);
+  http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) { metrics(state, res); });
+  http.Post("/tokenize", [&state](const httplib::Request& req, httplib::Response& res) { tokenize(state, req, res); });
+  http.Post("/detokenize",
+            [&state](const httplib::Request& req, httplib::Response& res) { detokenize(state, req, res); });
+}
+
+}  // namespace ubatch::server

@@ -1,0 +1,43 @@
+// What the route handlers share: the configuration, the backend (engine + tokenizer, set
+// once the model is loaded), the stop flag, and the server's own counters for /metrics.
+// Internal to src/server/.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "server/http_server.h"
+
+namespace ubatch::server {
+
+struct Backend {
+  sched::Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  std::string chat_template;     // resolved: the model's template or a family name
+  std::string chat_template_error;  // non-empty: the template cannot render (chat answers 500)
+  int32_t n_ctx = 0;
+  int32_t n_vocab = 0;
+};
+
+struct HttpCounters {
+  std::mutex mutex;
+  std::map<int, uint64_t> responses_by_status;  // HTTP responses sent, by status
+  std::atomic<uint64_t> disconnects{0};         // requests cancelled because the client went away
+  std::atomic<int64_t> streams_active{0};       // SSE responses in progress
+};
+
+struct ServerState {
+  explicit ServerState(ServerConfig c) : config(std::move(c)) {}
+  const ServerConfig config;
+  std::atomic<const Backend*> backend{nullptr};  // null while loading; set once
+  std::unique_ptr<Backend> backend_owner;
+  std::atomic<bool> stopping{false};
+  HttpCounters counters;
+  std::string id_salt;  // random per process: response ids differ across restarts
+};
+
+}  // namespace ubatch::server

@@ -1,0 +1,134 @@
+// `ubatch serve`: the OpenAI-compatible HTTP server (src/server/) over the engine
+// (src/sched/). With no arguments it serves the embedded default model on 127.0.0.1:8080.
+// The port opens first (/health answers 503 while the model loads); SIGINT or SIGTERM
+// stops it: requests in flight are cancelled, threads joined.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "sched/engine.h"
+#include "server/http_server.h"
+#include "tools/command.h"
+#include "tools/options.h"
+
+namespace ubatch::tools {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  SamplingParams sampling;
+  server::ServerConfig server;
+  sched::EngineConfig engine;
+  std::string policy = "ubatch";
+  std::string alias;
+  std::string log_level = "info";
+  const CLI::Option* seed_option = nullptr;
+};
+
+int run_serve(ServeOptions& o) {
+  // Signals are taken by sigwait() below: block them before any thread exists, so every
+  // thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
+
+  if (!sched::parse_policy(o.policy, o.engine.policy)) {
+    fmt::print(stderr, "error: --sched-policy: unknown policy '{}' (static, grouped, ubatch)\n", o.policy);
+    return 1;
+  }
+  o.engine.n_batch = o.model.n_batch;  // --n-batch: the engine's token budget per step
+  o.engine.max_tokens_cap = o.server.max_tokens_cap;
+  server::ServerConfig cfg = o.server;
+  cfg.sampling = o.sampling;
+  cfg.random_seed = o.seed_option == nullptr || o.seed_option->count() == 0;
+  cfg.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(o.model.model).stem().string();
+  if (cfg.http_threads <= 0)
+    cfg.http_threads = std::clamp(o.engine.n_parallel + o.engine.max_queue + 4, 8, 1024);
+
+  server::HttpServer http(cfg);
+  Result<int> port = http.bind();
+  if (!port) return fmt::print(stderr, "error: {}\n", port.message()), 1;
+  if (Status s = http.start(); !s) return fmt::print(stderr, "error: {}\n", s.message()), 1;
+  spdlog::info("listening on http://{}:{} ({} HTTP threads); loading {}", cfg.host, port.value(), cfg.http_threads,
+               o.model.model);
+
+  Result<Loaded> loaded = load(o.model, true);
+  if (!loaded) {
+    spdlog::error("{}", loaded.message());
+    http.stop();
+    return 1;
+  }
+  int exit_code = 0;
+  {
+    sched::Engine engine(*loaded->context, *loaded->tokenizer, o.engine);
+    http.set_backend(engine, *loaded->tokenizer);
+    spdlog::info("ready: model {} loaded in {:.0f} ms; n_ctx {}, policy {}, n_parallel {}, n_batch {}", cfg.model_name,
+                 loaded->load_ms, engine.n_ctx(), sched::policy_name(o.engine.policy), o.engine.n_parallel,
+                 o.engine.n_batch);
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: shutting down", sig);
+    http.stop();  // before the engine goes: no handler may touch it afterwards
+  }
+  return exit_code;
+}
+
+UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md)", [](CLI::App& sub) -> std::function<int()> {
+  auto o = std::make_shared<ServeOptions>();
+  o->model.n_batch = sched::EngineConfig{}.n_batch;  // one --n-batch: the context's limit is the engine's budget
+  add_model_options(sub, o->model);
+  add_sampling_options(sub, o->sampling);
+  o->seed_option = sub.get_option("--seed");
+  server::ServerConfig& s = o->server;
+  sub.add_option("--host", s.host, "address to bind (use 0.0.0.0 to accept other machines)")->capture_default_str();
+  sub.add_option("--port", s.port, "TCP port (0: an ephemeral port, printed at start)")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  sub.add_option("--api-key", s.api_key, "require \"Authorization: Bearer KEY\" on every route but /health")
+      ->envname("UBATCH_API_KEY");
+  sub.add_option("--max-body", s.max_body, "largest request body in bytes (larger: 413)")->capture_default_str()
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  sub.add_option("--max-n", s.max_n, "most samples (n) per request")->capture_default_str()->check(CLI::Range(1, 256));
+  sub.add_option("--max-tokens", s.max_tokens_cap, "most tokens (max_tokens) per sample")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  sub.add_flag("--log-prompts", s.log_prompts, "log prompt text (off: only ids and token counts)");
+  sub.add_option("--http-threads", s.http_threads,
+                 "HTTP threads, one per open connection (0: n_parallel + max_queue + 4)")
+      ->check(CLI::Range(0, 4096));
+  s.http_threads = 0;
+  sub.add_option("--keep-alive", s.keep_alive_timeout_s, "seconds an idle keep-alive connection stays open")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
+  sub.add_option("--alias", o->alias, "model id in /v1/models and responses (default: the file name)");
+  sub.add_option("--chat-template", s.chat_template,
+                 "chat format: a family (gemma, llama3, chatml, llama2, phi3) or a template "
+                 "(default: the model's, else guessed from its vocabulary)");
+  sub.add_option("--n-parallel", o->engine.n_parallel, "most sequences decoding at once (-np)")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--max-queue", o->engine.max_queue, "waiting requests before 503")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--sched-policy", o->policy, "scheduling policy: static, grouped, ubatch")->capture_default_str();
+  sub.add_option("--batch-window-ms", o->engine.batch_window_ms, "hold a small batch this long to gather more")
+      ->capture_default_str()->check(CLI::Range(0.0, 60000.0));
+  sub.add_option("--lambda", o->engine.lambda, "weight of the latency penalty")->capture_default_str();
+  sub.add_option("--mu", o->engine.mu, "weight of the cache-hit bonus")->capture_default_str();
+  sub.add_option("--aging-ms", o->engine.aging_ms, "waiting this long raises priority by one level")
+      ->capture_default_str();
+  sub.add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  return [o] { return run_serve(*o); };
+});
+
+}  // namespace
+}  // namespace ubatch::tools
