@@ -14,7 +14,19 @@
 
 #include "bench/load_driver.h"
 #include "bench/prompts.h"
-#include "server/httplib_include.h"
+
+// cpp-httplib as Debian builds it (OpenSSL, zlib, Brotli): the macros must match the library
+// (see bench/load_client.cpp).
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+#define CPPHTTPLIB_OPENSSL_SUPPORT 1
+#endif
+#ifndef CPPHTTPLIB_ZLIB_SUPPORT
+#define CPPHTTPLIB_ZLIB_SUPPORT 1
+#endif
+#ifndef CPPHTTPLIB_BROTLI_SUPPORT
+#define CPPHTTPLIB_BROTLI_SUPPORT 1
+#endif
+#include <httplib.h>
 
 namespace ubatch::bench {
 namespace {

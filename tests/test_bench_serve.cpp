@@ -93,9 +93,13 @@ class BenchServe : public ::testing::Test {
     model_ = test::reference_path("models/tiny-llama-q8_0.gguf");
     if (!std::filesystem::exists(model_)) GTEST_SKIP() << "tiny model not found at " << model_;
     if (!std::filesystem::exists(test::ubatch_binary())) GTEST_SKIP() << "binary not built: " << test::ubatch_binary();
+    // Without a serve subcommand, CLI11 answers "serve --help" with the top-level help and
+    // status 0: require serve's own --port option in the answer.
     int status = 0;
-    test::run_command(test::ubatch_binary() + " serve --help > /dev/null 2>&1", &status);
-    if (status != 0) GTEST_SKIP() << "`ubatch serve --help` failed (status " << status << "): the serve command is not available yet";
+    const std::string help = test::run_command(test::ubatch_binary() + " serve --help 2>&1", &status);
+    if (status != 0 || help.find("--port") == std::string::npos)
+      GTEST_SKIP() << "`ubatch serve --help` failed (status " << status
+                   << ", no --port option): the serve command is not available in this build";
     port_ = free_loopback_port();
     ASSERT_GT(port_, 0);
     log_ = ::testing::TempDir() + "/bench_serve_" + std::to_string(port_) + ".log";
