@@ -117,7 +117,8 @@ void Scheduler::cancel(uint64_t id) {
   r.cancelled = true;
   for (auto& s : r.seqs)
     if (!s->done) finish_seq(*s, FinishReason::Cancelled);
-  // finish_seq finished the request when the last sequence ended.
+  // finish_seq finished the request when the last sequence ended; its KV is free now.
+  update_gauges();
 }
 
 void Scheduler::cancel_all(const std::string& why) {
@@ -406,7 +407,10 @@ void Scheduler::plan(std::vector<Entry>& entries) {
 
 bool Scheduler::step() {
   finished_.clear();
-  if (!has_work()) return false;
+  if (!has_work()) {
+    update_gauges();
+    return false;
+  }
   std::vector<Entry> entries;
   plan(entries);
   update_gauges();
