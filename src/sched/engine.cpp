@@ -123,6 +123,7 @@ Engine::Submitted Engine::submit(Request request) {
   if (std::optional<SubmitError> err = impl_->sched.validate(request)) {
     out.error_code = err->code;
     out.error_message = err->message;
+    impl_->sched.note_rejected();
     return out;
   }
   std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -134,6 +135,7 @@ Engine::Submitted Engine::submit(Request request) {
   if (impl_->queued.load() >= impl_->config.max_queue) {
     out.error_code = SubmitError::Code::QueueFull;
     out.error_message = "the request queue is full; retry later";
+    impl_->sched.note_rejected();
     return out;
   }
   const uint64_t id = impl_->next_id.fetch_add(1);

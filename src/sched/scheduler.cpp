@@ -588,6 +588,11 @@ void Scheduler::update_gauges() {
   metrics_.prefix_hit_rate = st.hit_rate();
 }
 
+void Scheduler::note_rejected() {
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  ++metrics_.requests_rejected;
+}
+
 MetricsSnapshot Scheduler::metrics() const {
   std::lock_guard<std::mutex> lock(metrics_mutex_);
   return metrics_;

@@ -55,6 +55,8 @@ class Scheduler {
   size_t n_waiting_requests() const { return n_waiting_requests_; }
 
   MetricsSnapshot metrics() const;
+  // Counts a request refused at submit (thread-safe: only touches the metrics).
+  void note_rejected();
   const EngineConfig& config() const { return cfg_; }
 
  private:

@@ -3,6 +3,7 @@
 // The port opens first (/health answers 503 while the model loads); SIGINT or SIGTERM
 // stops it: requests in flight are cancelled, threads joined.
 #include <pthread.h>
+#include <chrono>
 #include <signal.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@ struct ServeOptions {
   std::string policy = "ubatch";
   std::string alias;
   std::string log_level = "info";
+  bool perf = false;
   const CLI::Option* seed_option = nullptr;
 };
 
@@ -78,10 +80,17 @@ int run_serve(ServeOptions& o) {
     spdlog::info("ready: model {} loaded in {:.0f} ms; n_ctx {}, policy {}, n_parallel {}, n_batch {}", cfg.model_name,
                  loaded->load_ms, engine.n_ctx(), sched::policy_name(o.engine.policy), o.engine.n_parallel,
                  o.engine.n_batch);
+    const auto t_ready = std::chrono::steady_clock::now();
     int sig = 0;
     sigwait(&signals, &sig);
     spdlog::info("signal {}: shutting down", sig);
     http.stop();  // before the engine goes: no handler may touch it afterwards
+    if (o.perf) {
+      const double wall_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_ready).count();
+      fmt::print(stderr, "perf: load            {:.1f} ms\n{}", loaded->load_ms,
+                 sched::perf_summary(engine.metrics(), wall_ms));
+    }
   }
   return exit_code;
 }
@@ -93,6 +102,7 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   add_sampling_options(sub, o->sampling);
   o->seed_option = sub.get_option("--seed");
   server::ServerConfig& s = o->server;
+  sub.add_flag("--perf", o->perf, "print a performance summary (steps, batch fill, TTFT/TPOT, KV, hit rate) at exit");
   sub.add_option("--host", s.host, "address to bind (use 0.0.0.0 to accept other machines)")->capture_default_str();
   sub.add_option("--port", s.port, "TCP port (0: an ephemeral port, printed at start)")->capture_default_str()
       ->check(CLI::Range(0, 65535));
