@@ -92,6 +92,9 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
   http.set_keep_alive_max_count(1000);
   http.set_keep_alive_timeout(std::max(st.config.keep_alive_timeout_s, 1));
   http.set_read_timeout(30, 0);
+  // Tokens are small writes: without TCP_NODELAY, Nagle holds them ~40 ms on keep-alive
+  // connections and a stream arrives in bursts.
+  http.set_tcp_nodelay(true);
   http.set_write_timeout(10, 0);
 
   http.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
