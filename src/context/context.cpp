@@ -9,6 +9,11 @@
 
 namespace ubatch {
 
+namespace {
+// Largest logits buffer one decode may ask for (rows with logits × n_vocab floats).
+constexpr uint64_t kMaxLogitsBytes = uint64_t{2} << 30;
+}  // namespace
+
 uint64_t available_memory_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -99,6 +104,12 @@ DecodeResult Context::validate(const Batch& b) const {
       ++it->second.second;
     }
   }
+  int64_t n_out = 0;
+  for (int32_t t = 0; t < n; ++t) n_out += b.logits[t] ? 1 : 0;
+  const uint64_t logits_bytes = static_cast<uint64_t>(n_out) * n_vocab * sizeof(float);
+  if (logits_bytes > kMaxLogitsBytes)
+    return invalid(fmt::format("decode: {} rows want logits: {:.1f} GiB of logits ({} x {} floats) exceeds the {} GiB limit",
+                               n_out, logits_bytes / 1073741824.0, n_out, n_vocab, kMaxLogitsBytes >> 30));
   int64_t need = 0;
   for (const auto& [s, pc] : next) need += kv_->blocks_needed(s, pc.second);
   if (need > kv_->n_blocks_available())

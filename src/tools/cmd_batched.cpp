@@ -34,6 +34,11 @@ int run_batched(BatchedOptions o) {
   std::vector<int32_t> prompt = tok.tokenize(o.prompt, tok.add_bos_default(), false);
   if (prompt.empty()) return fmt::print(stderr, "error: the prompt is empty\n"), 1;
   const int32_t n_prompt = static_cast<int32_t>(prompt.size());
+  // Every step returns one row of logits per sequence.
+  const double logits_gib = double(o.n_parallel) * loaded->model->hparams().n_vocab * sizeof(float) / 1073741824.0;
+  if (logits_gib > 2.0)
+    return fmt::print(stderr, "error: -np {} needs {:.1f} GiB of logits per step ({} x {} floats); the limit is 2 GiB\n",
+                      o.n_parallel, logits_gib, o.n_parallel, loaded->model->hparams().n_vocab), 1;
   const int64_t n_kv_req = n_prompt + int64_t{o.n_parallel} * o.n_predict;
   const int32_t bs = loaded->context->kv().block_size();
   if (auto_ctx) {
