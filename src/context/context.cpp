@@ -59,6 +59,16 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
     const uint64_t cells = static_cast<uint64_t>(avail * static_cast<double>(params.kv_cache_fraction)) / per_token;
     kc.n_cells = static_cast<int32_t>(std::min<uint64_t>(cells, 1u << 24));
   }
+  {
+    const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(kc.type));
+    if (!tr) return Status::error("context: unknown KV type");
+    const uint64_t bytes = static_cast<uint64_t>(kc.n_cells) * kc.n_layer *
+                           ((kc.n_embd_k + kc.n_embd_v) / tr->block_size) * tr->type_size;
+    const uint64_t avail = available_memory_bytes();
+    if (avail > 0 && bytes > avail)
+      return Status::error(fmt::format("context: a KV cache of {} tokens needs {:.1f} GiB but only {:.1f} GiB of memory is available",
+                                       kc.n_cells, bytes / 1073741824.0, avail / 1073741824.0));
+  }
   if (kc.n_cells < kc.block_size)
     return Status::error(fmt::format("context: KV capacity {} tokens is below one block ({})", kc.n_cells, kc.block_size));
   Result<std::unique_ptr<KvCache>> kv = KvCache::create(kc);

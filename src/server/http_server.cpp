@@ -1,3 +1,4 @@
+#include <cctype>
 #include "server/http_server.h"
 
 #include <sys/socket.h>
@@ -32,9 +33,12 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
 
 bool authorized(const httplib::Request& req, const std::string& key) {
   const std::string auth = req.get_header_value("Authorization");
-  static const std::string kBearer = "Bearer ";
-  if (auth.size() > kBearer.size() && auth.compare(0, kBearer.size(), kBearer) == 0)
-    return equal_constant_time(auth.substr(kBearer.size()), key);
+  // The auth scheme is case-insensitive (RFC 9110 §11.1).
+  static const std::string kBearer = "bearer ";
+  bool bearer = auth.size() > kBearer.size();
+  for (size_t i = 0; bearer && i < kBearer.size(); ++i)
+    bearer = std::tolower(static_cast<unsigned char>(auth[i])) == kBearer[i];
+  if (bearer) return equal_constant_time(auth.substr(kBearer.size()), key);
   const std::string x = req.get_header_value("X-Api-Key");
   return !x.empty() && equal_constant_time(x, key);
 }
@@ -142,6 +146,13 @@ Result<int> HttpServer::bind() {
   const ServerConfig& c = impl_->state.config;
   if (impl_->port >= 0) return impl_->port;
   int port = -1;
+  // The library's default socket options include SO_REUSEPORT, which lets a second server
+  // bind a port already in use (the kernel then splits connections between them). Keep
+  // only SO_REUSEADDR (restart without waiting for TIME_WAIT) so a busy port is an error.
+  impl_->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
+  });
   if (c.port == 0) {
     port = impl_->http.bind_to_any_port(c.host);
   } else if (impl_->http.bind_to_port(c.host, c.port)) {

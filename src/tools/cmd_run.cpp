@@ -94,7 +94,7 @@ int run_generate(const RunOptions& o) {
     fmt::print(stderr, "\nperf: load            {:10.2f} ms\n", loaded->load_ms);
     fmt::print(stderr, "perf: prompt eval     {:10.2f} ms / {:5d} tokens ({:8.2f} ms/token, {:8.2f} tokens/s)\n",
                prompt_ms, prompt.size(), prompt_ms / prompt.size(), 1000.0 * prompt.size() / prompt_ms);
-    fmt::print(stderr, "perf: generation      {:10.2f} ms / {:5d} tokens ({:8.2f} ms/token, {:8.2f} tokens/s)\n",
+    fmt::print(stderr, "perf: generation      {:10.2f} ms / {:5d} decodes ({:8.2f} ms/token, {:8.2f} tokens/s; the first token comes from the prompt pass)\n",
                gen_ms, n_eval, n_eval ? gen_ms / n_eval : 0.0, gen_ms > 0 ? 1000.0 * n_eval / gen_ms : 0.0);
     fmt::print(stderr, "perf: sampling        {:10.2f} ms / {:5d} samples ({:8.3f} ms/sample)\n", sample_ms,
                n_gen, n_gen ? sample_ms / n_gen : 0.0);

@@ -150,6 +150,9 @@ int run_sim(const SimOptions& o) {
     if (!(in >> cost.a_ms >> comma1 >> cost.b_ms_per_token >> comma2 >> cost.c_ms_per_seq) || comma1 != ',' || comma2 != ',')
       return fmt::print(stderr, "error: --cost wants a,b,c in ms (got '{}')\n", o.cost), 1;
   }
+  if (cost.a_ms < 0 || cost.b_ms_per_token < 0 || cost.c_ms_per_seq < 0)
+    return fmt::print(stderr, "error: --cost coefficients must be >= 0\n"), 1;
+  if (o.n_ctx_sim < 16) return fmt::print(stderr, "error: --sim-n-ctx must be >= 16 (one KV block)\n"), 1;
   fmt::print("cost model: step_ms = {:.3f} + {:.4f}·tokens + {:.4f}·sequences\n\n", cost.a_ms, cost.b_ms_per_token,
              cost.c_ms_per_seq);
   sched::sim::Workload w;
@@ -161,6 +164,8 @@ int run_sim(const SimOptions& o) {
   w.seed = o.seed;
   Result<std::vector<int32_t>> users = parse_id_list(o.users);
   if (!users || users->empty()) return fmt::print(stderr, "error: bad --users '{}'\n", o.users), 1;
+  for (int32_t u : *users)
+    if (u < 1) return fmt::print(stderr, "error: --users must be >= 1\n"), 1;
   std::vector<sched::Policy> policies;
   {
     std::string p;

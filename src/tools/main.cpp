@@ -1,4 +1,5 @@
 // The `ubatch` binary: dispatches to the subcommands registered by cmd_*.cpp.
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -44,8 +45,9 @@ int main(int argc, char** argv) {
   // Multi-letter single-dash flags users know from llama.cpp tools (CLI11 only takes
   // single-letter short options): rewrite them to their long names.
   std::vector<std::string> args(argv, argv + argc);
-  for (std::string& a : args)
-    if (a == "-np") a = "--n-parallel";
+  for (size_t i = 1; i + 1 < args.size(); ++i)
+    if (args[i] == "-np" && !args[i + 1].empty() && std::isdigit(static_cast<unsigned char>(args[i + 1][0])))
+      args[i] = "--n-parallel";
   std::vector<char*> argv2;
   for (std::string& a : args) argv2.push_back(a.data());
   CLI11_PARSE(app, static_cast<int>(argv2.size()), argv2.data());

@@ -11,9 +11,10 @@ namespace ubatch::tools {
 void add_model_options(CLI::App& app, ModelOptions& o) {
   o.model = default_model_path();
   app.add_option("-m,--model", o.model, "GGUF model file")->capture_default_str();
-  app.add_option("-t,--threads", o.n_threads, "worker threads (0: all cores)")->capture_default_str();
+  app.add_option("-t,--threads", o.n_threads, "worker threads (0: all cores)")->capture_default_str()
+      ->check(CLI::Range(0, 256));
   app.add_option("-c,--n-ctx", o.n_ctx, "KV cache capacity in tokens, all sequences (0: min(4096, trained context))")
-      ->capture_default_str();
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
   app.add_option("-b,--n-batch", o.n_batch, "most tokens per decode step (logical batch)")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("-u,--n-ubatch", o.n_ubatch, "most tokens per forward pass (physical micro-batch)")
