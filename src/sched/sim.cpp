@@ -10,13 +10,16 @@
 namespace ubatch::sched::sim {
 
 CostModel fit_cost_model(const std::vector<std::array<double, 3>>& samples) {
-  // Normal equations for ms ≈ a + b·tokens + c·sequences.
+  // Weighted normal equations for ms ≈ a + b·tokens + c·sequences, minimising the squared
+  // *relative* error: each sample is divided by its measured time, so a 20 ms decode step
+  // counts as much as a 1 s prefill (plain least squares would fit the long prefills only).
   double m[3][4] = {};
   for (const auto& s : samples) {
-    const double x[3] = {1.0, s[0], s[1]};
+    const double w = s[2] > 0 ? 1.0 / s[2] : 1.0;
+    const double x[3] = {w, w * s[0], w * s[1]};
     for (int i = 0; i < 3; ++i) {
       for (int j = 0; j < 3; ++j) m[i][j] += x[i] * x[j];
-      m[i][3] += x[i] * s[2];
+      m[i][3] += x[i] * w * s[2];
     }
   }
   for (int i = 0; i < 3; ++i) {  // Gauss-Jordan with partial pivoting
