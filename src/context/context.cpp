@@ -49,21 +49,18 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   kc.rope_freq_scale = hp.rope_freq_scale;
   for (int il = 0; il < hp.n_layer; ++il) kc.rope_base.push_back(hp.layer_is_swa[il] ? hp.rope_base_swa : hp.rope_base);
   kc.n_cells = params.n_ctx;
+  const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(kc.type));
+  if (!tr) return Status::error("context: unknown KV type");
+  // K and V bytes of one token over all layers.
+  const uint64_t per_token = static_cast<uint64_t>(kc.n_layer) * ((kc.n_embd_k + kc.n_embd_v) / tr->block_size) * tr->type_size;
   if (params.kv_cache_fraction > 0.0f) {
-    const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(kc.type));
-    if (!tr) return Status::error("context: unknown KV type");
-    const uint64_t per_token = static_cast<uint64_t>(kc.n_layer) *
-        ((kc.n_embd_k + kc.n_embd_v) / tr->block_size) * tr->type_size;
     const uint64_t avail = available_memory_bytes();
     if (avail == 0) return Status::error("context: cannot read available memory for --kv-cache-fraction");
     const uint64_t cells = static_cast<uint64_t>(avail * static_cast<double>(params.kv_cache_fraction)) / per_token;
     kc.n_cells = static_cast<int32_t>(std::min<uint64_t>(cells, 1u << 24));
   }
   {
-    const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(kc.type));
-    if (!tr) return Status::error("context: unknown KV type");
-    const uint64_t bytes = static_cast<uint64_t>(kc.n_cells) * kc.n_layer *
-                           ((kc.n_embd_k + kc.n_embd_v) / tr->block_size) * tr->type_size;
+    const uint64_t bytes = static_cast<uint64_t>(kc.n_cells) * per_token;
     const uint64_t avail = available_memory_bytes();
     if (avail > 0 && bytes > avail)
       return Status::error(fmt::format("context: a KV cache of {} tokens needs {:.1f} GiB but only {:.1f} GiB of memory is available",

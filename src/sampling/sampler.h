@@ -57,7 +57,7 @@ class Sampler {
   int32_t n_vocab_;
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;          // last repeat_last_n accepted tokens
-  std::vector<int32_t> counts_;         // occurrences of each token in generated output
+  std::vector<int32_t> counts_;         // occurrences of each accepted token (the engine accepts prompt and generated tokens)
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
 };
 

@@ -95,7 +95,8 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
   http.set_payload_max_length(st.config.max_body);
   http.set_keep_alive_max_count(1000);
   http.set_keep_alive_timeout(std::max(st.config.keep_alive_timeout_s, 1));
-  http.set_read_timeout(30, 0);
+  // A client that stops sending mid-request holds its HTTP thread this long.
+  http.set_read_timeout(10, 0);
   // Tokens are small writes: without TCP_NODELAY, Nagle holds them ~40 ms on keep-alive
   // connections and a stream arrives in bursts.
   http.set_tcp_nodelay(true);

@@ -65,7 +65,12 @@ std::optional<ApiError> read_int(const json& obj, const char* key, int64_t lo, i
   if (!v) return std::nullopt;
   int64_t x = 0;
   if (!as_int64(*v, x)) {
-    if (v->is_number()) return invalid_request(fmt::format("'{}' must be an integer in [{}, {}]", key, lo, hi), key);
+    if (v->is_number()) {
+      // Callers that check the range themselves pass the whole int64 range: don't print it.
+      if (lo == std::numeric_limits<int64_t>::min() && hi == std::numeric_limits<int64_t>::max())
+        return invalid_request(fmt::format("'{}' must be an integer", key), key);
+      return invalid_request(fmt::format("'{}' must be an integer in [{}, {}]", key, lo, hi), key);
+    }
     return type_error(key, "an integer");
   }
   if (x < lo || x > hi)
