@@ -15,18 +15,7 @@
 #include "bench/load_driver.h"
 #include "bench/prompts.h"
 
-// cpp-httplib as Debian builds it (OpenSSL, zlib, Brotli): the macros must match the library
-// (see bench/load_client.cpp).
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-#define CPPHTTPLIB_OPENSSL_SUPPORT 1
-#endif
-#ifndef CPPHTTPLIB_ZLIB_SUPPORT
-#define CPPHTTPLIB_ZLIB_SUPPORT 1
-#endif
-#ifndef CPPHTTPLIB_BROTLI_SUPPORT
-#define CPPHTTPLIB_BROTLI_SUPPORT 1
-#endif
-#include <httplib.h>
+#include "common/httplib_include.h"
 
 namespace ubatch::bench {
 namespace {

@@ -27,7 +27,7 @@
 #include "model/model.h"
 #include "sched/engine.h"
 #include "server/http_server.h"
-#include "server/httplib_include.h"
+#include "common/httplib_include.h"
 #include "support.h"
 #include "tokenizer/tokenizer.h"
 

@@ -4,19 +4,7 @@
 #include <fmt/format.h>
 #include <regex>
 
-// cpp-httplib as Debian ships it is a declarations-only header over libcpp-httplib.so, built
-// with OpenSSL, zlib and Brotli: these macros change class layouts and must match the build
-// (see server/httplib_include.h; defined here so bench does not include the server layer).
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-#define CPPHTTPLIB_OPENSSL_SUPPORT 1
-#endif
-#ifndef CPPHTTPLIB_ZLIB_SUPPORT
-#define CPPHTTPLIB_ZLIB_SUPPORT 1
-#endif
-#ifndef CPPHTTPLIB_BROTLI_SUPPORT
-#define CPPHTTPLIB_BROTLI_SUPPORT 1
-#endif
-#include <httplib.h>
+#include "common/httplib_include.h"
 
 namespace ubatch::bench {
 

@@ -271,15 +271,16 @@ void Scheduler::plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32
   }
 }
 
-bool Scheduler::static_group_ready(double now) const {
-  int32_t n = 0;
+double Scheduler::oldest_waiting_arrival() const {
   double oldest = kInf;
-  for (const Seq* s : waiting_) {
-    ++n;
-    oldest = std::min(oldest, s->req->arrival_ms);
-  }
-  if (n == 0) return false;
-  return n >= cfg_.n_parallel || now - oldest >= cfg_.batch_window_ms;
+  for (const Seq* s : waiting_) oldest = std::min(oldest, s->req->arrival_ms);
+  return oldest;
+}
+
+bool Scheduler::static_group_ready(double now) const {
+  if (waiting_.empty()) return false;
+  return static_cast<int32_t>(waiting_.size()) >= cfg_.n_parallel ||
+         now - oldest_waiting_arrival() >= cfg_.batch_window_ms;
 }
 
 void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved, double now) {
@@ -297,8 +298,7 @@ void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int3
     // oldest request has waited batch_window_ms.
     if (running_.empty() && cfg_.batch_window_ms > 0 && !waiting_.empty() &&
         static_cast<int32_t>(waiting_.size()) < cfg_.n_parallel) {
-      double oldest = kInf;
-      for (const Seq* s : waiting_) oldest = std::min(oldest, s->req->arrival_ms);
+      const double oldest = oldest_waiting_arrival();
       if (now - oldest < cfg_.batch_window_ms) {
         may_admit = false;
         hold_until_ms_ = oldest + cfg_.batch_window_ms;
@@ -310,9 +310,7 @@ void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int3
     if (running_.empty()) group_active_ = false;
     if (!group_active_) {
       if (!static_group_ready(now)) {
-        double oldest = kInf;
-        for (const Seq* s : waiting_) oldest = std::min(oldest, s->req->arrival_ms);
-        if (!waiting_.empty()) hold_until_ms_ = oldest + cfg_.batch_window_ms;
+        if (!waiting_.empty()) hold_until_ms_ = oldest_waiting_arrival() + cfg_.batch_window_ms;
       } else {
         std::vector<Seq*> order = waiting_;
         std::stable_sort(order.begin(), order.end(), [&](const Seq* a, const Seq* b) {

@@ -77,6 +77,7 @@ class Scheduler {
   void plan(std::vector<Entry>& entries);
   void plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved);
   void plan_prefills(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved, double now);
+  double oldest_waiting_arrival() const;  // +inf when nothing waits
   bool static_group_ready(double now) const;
   void on_token(Seq& s, const RowSample& row, double now);
   void finish_seq(Seq& s, FinishReason reason, const std::string& error = "");

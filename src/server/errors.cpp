@@ -1,6 +1,6 @@
 #include "server/errors.h"
 
-#include "server/httplib_include.h"
+#include "common/httplib_include.h"
 
 namespace ubatch::server {
 

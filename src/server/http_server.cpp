@@ -13,7 +13,7 @@
 
 #include "sched/engine.h"
 #include "server/errors.h"
-#include "server/httplib_include.h"
+#include "common/httplib_include.h"
 #include "server/routes_completions.h"
 #include "server/routes_misc.h"
 #include "server/server_state.h"

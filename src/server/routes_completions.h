@@ -3,7 +3,7 @@
 // "stream": true, Server-Sent Events. A client that disconnects has its request cancelled.
 #pragma once
 
-#include "server/httplib_include.h"
+#include "common/httplib_include.h"
 #include "server/server_state.h"
 
 namespace ubatch::server {

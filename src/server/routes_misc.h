@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "server/httplib_include.h"
+#include "common/httplib_include.h"
 #include "server/server_state.h"
 
 namespace ubatch::server {

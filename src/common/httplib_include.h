@@ -3,7 +3,7 @@
 // Brotli support. Those three macros change the layout of httplib::Request and
 // httplib::ClientImpl, so every translation unit that includes <httplib.h> must define them
 // exactly as the library was built (`pkg-config --cflags cpp-httplib`); include this header
-// instead of <httplib.h>. Link with -lcpp-httplib.
+// instead of <httplib.h> (server, bench and tests do). Link with -lcpp-httplib.
 #pragma once
 
 #ifndef CPPHTTPLIB_OPENSSL_SUPPORT
