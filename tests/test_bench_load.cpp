@@ -238,6 +238,97 @@ TEST(BenchLoad, ConnectionRefused) {
   EXPECT_EQ(r->errors["connect"], 2);
 }
 
+// A raw HTTP/1.1 server that answers at most `answer_per_connection` requests on each
+// connection (keep-alive, no "Connection: close"), then reads the next request and closes the
+// socket without a byte of response: the race a client meets when a server drops a
+// kept-alive connection while a request is on its way.
+class DroppingServer {
+ public:
+  explicit DroppingServer(int answer_per_connection) : answer_(answer_per_connection) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    listen(fd_, 16);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = accept(fd_, nullptr, nullptr);
+        if (c < 0) return;  // shutdown() below
+        for (int served = 0;; ++served) {
+          if (!read_request(c)) break;
+          if (served >= answer_) break;  // close with the request unanswered
+          const std::string body = "data: {\"choices\":[{\"index\":0,\"text\":\"w\"}]}\n\ndata: [DONE]\n\n";
+          const std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\n\r\n";
+          const std::string all = head + body;
+          if (write(c, all.data(), all.size()) != static_cast<ssize_t>(all.size())) break;
+        }
+        close(c);
+      }
+    });
+  }
+  ~DroppingServer() {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  // Reads one request (headers, then Content-Length bytes of body); false at EOF.
+  static bool read_request(int c) {
+    std::string buf;
+    char tmp[4096];
+    size_t end;
+    while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+      const ssize_t n = read(c, tmp, sizeof(tmp));
+      if (n <= 0) return false;
+      buf.append(tmp, static_cast<size_t>(n));
+    }
+    size_t length = 0;
+    const size_t h = buf.find("Content-Length: ");
+    if (h != std::string::npos) length = std::stoul(buf.substr(h + 16));
+    while (buf.size() < end + 4 + length) {
+      const ssize_t n = read(c, tmp, sizeof(tmp));
+      if (n <= 0) return false;
+      buf.append(tmp, static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  int answer_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(BenchLoad, ResendsOnceWhenAKeptAliveConnectionWasClosed) {
+  DroppingServer server(1);  // every connection serves one request, then drops the next
+  LoadConfig c = base_config(server.url());
+  c.n_requests = 4;
+  Result<LoadReport> r = run_load(c, RequestMix(1, {1, 1}, {1, 1}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->n_errors, 0);
+  EXPECT_EQ(r->n_completed, 4);
+  EXPECT_EQ(r->n_reconnects, 3);  // requests 2..4 each found the previous connection dropped
+  EXPECT_EQ(to_json(*r, false)["reconnects"], 3);
+}
+
+TEST(BenchLoad, AServerThatNeverAnswersIsAnErrorAfterOneResend) {
+  DroppingServer server(0);  // drops every request
+  LoadConfig c = base_config(server.url());
+  c.n_requests = 2;
+  Result<LoadReport> r = run_load(c, RequestMix(1, {1, 1}, {1, 1}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->n_completed, 0);
+  EXPECT_EQ(r->errors["read"], 2);
+  EXPECT_EQ(r->n_reconnects, 2);  // one resend each, no more
+}
+
 TEST(BenchLoad, InvalidConfigIsAnError) {
   LoadConfig c;
   c.endpoint.url = "not a url";

@@ -81,7 +81,9 @@ TEST(ReferenceLogits, EveryModelEveryCase) {
         RowCheck rc = check_row(ctx->logits(static_cast<int32_t>(i)), &ref[i * n_vocab], n_vocab);
         worst = std::max(worst, rc.max_err / rc.range);
         EXPECT_LE(rc.max_err, tol * rc.range) << "row " << i;
-        if (rc.margin > 2 * tol * rc.range) EXPECT_EQ(rc.ours_argmax, rc.ref_argmax) << "row " << i;
+        if (rc.margin > 2 * tol * rc.range) {
+          EXPECT_EQ(rc.ours_argmax, rc.ref_argmax) << "row " << i;
+        }
       }
       RecordProperty(file + ".worst_rel_err", std::to_string(worst));
     }

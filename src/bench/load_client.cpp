@@ -234,13 +234,30 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   bool sent = false;
-  try {
-    sent = impl_->cli.send(req, res, err);
-  } catch (const std::exception& e) {
-    r.error_kind = "client";
-    r.error = e.what();
-    r.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_sent).count();
-    return r;
+  bool any_bytes = false;
+  req.content_receiver = [&, receive = req.content_receiver](const char* data, size_t n, uint64_t off, uint64_t len) {
+    any_bytes = true;
+    return receive(data, n, off, len);
+  };
+  for (int attempt = 0;; ++attempt) {
+    try {
+      sent = impl_->cli.send(req, res, err);
+    } catch (const std::exception& e) {
+      r.error_kind = "client";
+      r.error = e.what();
+      r.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_sent).count();
+      return r;
+    }
+    // A server may close a kept-alive connection while the request is on its way (its idle
+    // timeout, or it closes after each stream); the send then fails with no response at all.
+    // Like HTTP clients generally do for a reused connection, resend once on a new one.
+    // TTFT and latency still count from the first send.
+    const bool stale = !sent && status == 0 && !any_bytes &&
+                       (err == httplib::Error::Read || err == httplib::Error::Write);
+    if (!stale || attempt == 1) break;
+    impl_->cli.stop();
+    res = httplib::Response();
+    ++r.reconnects;
   }
   const Clock::time_point t_end = Clock::now();
   if (!sent) {

@@ -82,6 +82,8 @@ struct RequestResult {
   bool usage_reported = false;
   int64_t n_text_chunks = 0;
   std::string finish_reason;
+  int32_t reconnects = 0;    // resent once on a fresh connection: the kept-alive one was closed
+                             // by the server before any byte of the response (see send())
   double tpot_ms() const;    // -1 when fewer than two tokens or no TTFT
 };
 

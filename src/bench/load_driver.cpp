@@ -31,6 +31,7 @@ LoadReport summarize_requests(std::vector<RequestResult> requests, double wall_s
   r.wall_s = wall_s;
   std::vector<double> ttft, itl, tpot, e2e, out;
   for (const RequestResult& q : requests) {
+    r.n_reconnects += q.reconnects;
     if (!q.ok) {
       ++r.n_errors;
       ++r.errors[q.error_kind];
@@ -212,6 +213,7 @@ nlohmann::json to_json(const LoadReport& r, bool with_requests) {
                       {"completed", r.n_completed},
                       {"errors", r.n_errors},
                       {"dropped", r.n_dropped},
+                      {"reconnects", r.n_reconnects},
                       {"errors_by_kind", r.errors},
                       {"error_examples", r.error_examples},
                       {"output_tokens", r.n_output_tokens},
@@ -248,6 +250,7 @@ std::string format_text(const LoadReport& r) {
   s += r.mode == "open" ? fmt::format("open loop at {:.2f} req/s", r.rate) : fmt::format("closed loop, {} users", r.users);
   s += fmt::format(": {:.2f} s, {} completed, {} errors", r.wall_s, r.n_completed, r.n_errors);
   if (r.n_dropped > 0) s += fmt::format(", {} dropped (too many in flight)", r.n_dropped);
+  if (r.n_reconnects > 0) s += fmt::format(", {} resent after a closed keep-alive connection", r.n_reconnects);
   s += "\n";
   for (const auto& [kind, n] : r.errors) {
     auto ex = r.error_examples.find(kind);

@@ -57,6 +57,7 @@ struct LoadReport {
   double rate = 0;
   double wall_s = 0;
   int64_t n_started = 0, n_completed = 0, n_errors = 0, n_dropped = 0;
+  int64_t n_reconnects = 0;  // requests resent once after a stale kept-alive connection
   std::map<std::string, int64_t> errors;  // by kind
   std::map<std::string, std::string> error_examples;  // first message of each kind
   int64_t n_output_tokens = 0;

@@ -24,6 +24,22 @@ uint64_t available_memory_bytes() {
   return 0;
 }
 
+uint64_t kv_bytes_per_token(const HParams& hp, TensorType kv_type) {
+  const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(kv_type));
+  if (!tr) return 0;
+  return static_cast<uint64_t>(hp.n_layer) * ((hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) / tr->block_size) * tr->type_size;
+}
+
+int32_t auto_kv_cells(int64_t sequences, int32_t n_ctx_train, uint64_t bytes_per_token,
+                      uint64_t available_bytes, double memory_share) {
+  const int64_t per_seq = n_ctx_train > 0 ? std::min(4096, n_ctx_train) : 4096;
+  int64_t cells = std::clamp<int64_t>(sequences, 1, 1 << 16) * per_seq;
+  if (bytes_per_token > 0 && available_bytes > 0)
+    cells = std::min<int64_t>(cells, static_cast<int64_t>(static_cast<double>(available_bytes) * memory_share /
+                                                          static_cast<double>(bytes_per_token)));
+  return static_cast<int32_t>(std::clamp<int64_t>(cells, 256, int64_t{1} << 24));
+}
+
 Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, const ContextParams& params) {
   if (!model) return Status::error("context: no model");
   if (params.n_batch <= 0 || params.n_ubatch <= 0)
@@ -49,10 +65,8 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   kc.rope_freq_scale = hp.rope_freq_scale;
   for (int il = 0; il < hp.n_layer; ++il) kc.rope_base.push_back(hp.layer_is_swa[il] ? hp.rope_base_swa : hp.rope_base);
   kc.n_cells = params.n_ctx;
-  const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(kc.type));
-  if (!tr) return Status::error("context: unknown KV type");
-  // K and V bytes of one token over all layers.
-  const uint64_t per_token = static_cast<uint64_t>(kc.n_layer) * ((kc.n_embd_k + kc.n_embd_v) / tr->block_size) * tr->type_size;
+  const uint64_t per_token = kv_bytes_per_token(hp, kc.type);
+  if (per_token == 0) return Status::error("context: unknown KV type");
   if (params.kv_cache_fraction > 0.0f) {
     const uint64_t avail = available_memory_bytes();
     if (avail == 0) return Status::error("context: cannot read available memory for --kv-cache-fraction");

@@ -82,4 +82,19 @@ class Context {
 // Bytes of memory currently available to the process (MemAvailable), 0 if unknown.
 uint64_t available_memory_bytes();
 
+// Bytes one token's K and V rows take in the cache, all layers together, when stored as
+// kv_type (e.g. Gemma 3 270M, F16: 18 layers x (256 + 256) x 2 = 18,432). 0 if kv_type is
+// not a tensor type.
+uint64_t kv_bytes_per_token(const HParams& hp, TensorType kv_type);
+
+// Share of available memory an automatically sized KV cache may take at most.
+constexpr double kAutoKvMemoryShare = 0.25;
+
+// KV capacity (cells = tokens) when the user gives none: a full context of
+// min(4096, n_ctx_train) tokens (4096 when n_ctx_train <= 0) for each of `sequences`
+// parallel sequences, cut to what memory_share of available_bytes holds at bytes_per_token
+// (no cut when either is 0), and kept within [256, 2^24].
+int32_t auto_kv_cells(int64_t sequences, int32_t n_ctx_train, uint64_t bytes_per_token,
+                      uint64_t available_bytes, double memory_share = kAutoKvMemoryShare);
+
 }  // namespace ubatch

@@ -24,7 +24,13 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
                                      config.n_embd_k, config.n_embd_v, tr->name, tr->block_size));
   if (static_cast<int32_t>(config.rope_base.size()) != config.n_layer && !config.rope_base.empty())
     return Status::error("kv: rope_base must have one entry per layer");
-  return std::unique_ptr<KvCache>(new KvCache(config));
+  std::unique_ptr<KvCache> kv(new KvCache(config));
+  for (int il = 0; il < config.n_layer; ++il)
+    if (!kv->k_[il].data() || !kv->v_[il].data())
+      return Status::error(fmt::format("kv: cannot allocate {:.2f} GiB for {} cells",
+                                       double(config.n_cells) * config.n_layer * (kv->k_row_bytes_ + kv->v_row_bytes_) / 1073741824.0,
+                                       config.n_cells));
+  return kv;
 }
 
 KvCache::KvCache(const KvCacheConfig& config) : cfg_(config) {
@@ -35,8 +41,8 @@ KvCache::KvCache(const KvCacheConfig& config) : cfg_(config) {
   k_.resize(cfg_.n_layer);
   v_.resize(cfg_.n_layer);
   for (int il = 0; il < cfg_.n_layer; ++il) {
-    k_[il].assign(cells * k_row_bytes_, 0);
-    v_[il].assign(cells * v_row_bytes_, 0);
+    k_[il].bytes.reset(static_cast<uint8_t*>(std::calloc(cells, k_row_bytes_)));
+    v_[il].bytes.reset(static_cast<uint8_t*>(std::calloc(cells, v_row_bytes_)));
   }
   cell_pos_.assign(cells, -1);
   cell_token_.assign(cells, -1);

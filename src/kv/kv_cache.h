@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <list>
 #include <memory>
 #include <unordered_map>
@@ -143,7 +144,16 @@ class KvCache {
 
   KvCacheConfig cfg_;
   int32_t n_blocks_ = 0;
-  std::vector<std::vector<uint8_t>> k_, v_;  // [n_layer][n_cells * row_bytes]
+  // Cell storage of one layer: zero-filled by calloc, so the pages of a large cache are only
+  // made resident as cells are first written (memory grows with use, not with n_cells).
+  struct Storage {
+    struct Free {
+      void operator()(uint8_t* p) const { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, Free> bytes;
+    uint8_t* data() const { return bytes.get(); }
+  };
+  std::vector<Storage> k_, v_;  // [n_layer][n_cells * row_bytes]
   size_t k_row_bytes_ = 0, v_row_bytes_ = 0;
   std::vector<int32_t> cell_pos_;    // [n_cells]
   std::vector<int32_t> cell_token_;  // [n_cells]

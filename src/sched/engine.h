@@ -27,8 +27,8 @@ bool parse_policy(const std::string& s, Policy& out);
 
 struct EngineConfig {
   Policy policy = Policy::UBatch;
-  int32_t n_parallel = 8;          // most sequences decoding at once
-  int32_t n_batch = 512;           // token budget per step
+  int32_t n_parallel = 16;         // most sequences decoding at once (default: docs/BENCHMARKS.md, tuning)
+  int32_t n_batch = 128;           // token budget per step (default: docs/BENCHMARKS.md, tuning)
   int32_t max_queue = 256;         // waiting requests before submit() rejects
   double batch_window_ms = 0.0;    // hold a small batch this long to gather more (0: never)
   double lambda = 1.0;             // weight of the latency penalty in the objective

@@ -67,6 +67,7 @@ int run_serve(ServeOptions& o) {
   spdlog::info("listening on http://{}:{} ({} HTTP threads); loading {}", cfg.host, port.value(), cfg.http_threads,
                o.model.model);
 
+  o.model.ctx_sequences = o.engine.n_parallel;  // --n-ctx 0: a full context for every slot
   Result<Loaded> loaded = load(o.model, true);
   if (!loaded) {
     spdlog::error("{}", loaded.message());

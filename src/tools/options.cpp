@@ -1,5 +1,6 @@
 #include "tools/options.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
 #include <sstream>
@@ -13,7 +14,9 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("-m,--model", o.model, "GGUF model file")->capture_default_str();
   app.add_option("-t,--threads", o.n_threads, "worker threads (0: all cores)")->capture_default_str()
       ->check(CLI::Range(0, 256));
-  app.add_option("-c,--n-ctx", o.n_ctx, "KV cache capacity in tokens, all sequences (0: min(4096, trained context))")
+  app.add_option("-c,--n-ctx", o.n_ctx,
+                 "KV cache capacity in tokens, all sequences (0: min(4096, trained context) per parallel "
+                 "sequence, within a quarter of available memory)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
   app.add_option("-b,--n-batch", o.n_batch, "most tokens per decode step (logical batch)")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
@@ -55,12 +58,14 @@ Result<Loaded> load(const ModelOptions& o, bool with_tokenizer) {
   }
   ContextParams cp;
   const int32_t trained = out.model->hparams().n_ctx_train;
-  cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : (trained > 0 ? std::min(4096, trained) : 4096);
+  cp.kv_type = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+  cp.n_ctx = o.n_ctx > 0 ? o.n_ctx
+                         : auto_kv_cells(o.ctx_sequences, trained, kv_bytes_per_token(out.model->hparams(), cp.kv_type),
+                                         available_memory_bytes());
   cp.kv_cache_fraction = o.kv_cache_fraction;
   cp.n_batch = o.n_batch;
   cp.n_ubatch = o.n_ubatch;
   cp.n_threads = o.n_threads;
-  cp.kv_type = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
   Result<std::unique_ptr<Context>> ctx = Context::create(out.model, cp);
   if (!ctx) return ctx.status();
   out.context = std::move(ctx.value());

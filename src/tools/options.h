@@ -16,7 +16,9 @@ namespace ubatch::tools {
 struct ModelOptions {
   std::string model;               // -m
   int32_t n_threads = 0;           // --threads (0: all cores)
-  int32_t n_ctx = 0;               // --n-ctx (0: min(4096, trained context))
+  int32_t n_ctx = 0;               // --n-ctx (0: automatic, see ctx_sequences)
+  int32_t ctx_sequences = 1;       // with n_ctx 0: auto_kv_cells(ctx_sequences, ...) (serve:
+                                   // its --n-parallel)
   int32_t n_batch = 2048;          // --n-batch
   int32_t n_ubatch = 512;          // --n-ubatch
   float kv_cache_fraction = 0.0f;  // --kv-cache-fraction
