@@ -244,7 +244,8 @@ TEST(BenchLoad, ConnectionRefused) {
 // kept-alive connection while a request is on its way.
 class DroppingServer {
  public:
-  explicit DroppingServer(int answer_per_connection) : answer_(answer_per_connection) {
+  explicit DroppingServer(int answer_per_connection, bool answer_only_first_connection = false)
+      : answer_(answer_per_connection), first_only_(answer_only_first_connection) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -258,9 +259,10 @@ class DroppingServer {
       for (;;) {
         const int c = accept(fd_, nullptr, nullptr);
         if (c < 0) return;  // shutdown() below
+        const int answer = first_only_ && connections_++ > 0 ? 0 : answer_;
         for (int served = 0;; ++served) {
           if (!read_request(c)) break;
-          if (served >= answer_) break;  // close with the request unanswered
+          if (served >= answer) break;  // close with the request unanswered
           const std::string body = "data: {\"choices\":[{\"index\":0,\"text\":\"w\"}]}\n\ndata: [DONE]\n\n";
           const std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: " +
                                    std::to_string(body.size()) + "\r\n\r\n";
@@ -301,6 +303,8 @@ class DroppingServer {
   }
 
   int answer_;
+  bool first_only_;
+  int connections_ = 0;
   int fd_ = -1;
   int port_ = 0;
   std::thread thread_;
@@ -318,15 +322,28 @@ TEST(BenchLoad, ResendsOnceWhenAKeptAliveConnectionWasClosed) {
   EXPECT_EQ(to_json(*r, false)["reconnects"], 3);
 }
 
-TEST(BenchLoad, AServerThatNeverAnswersIsAnErrorAfterOneResend) {
-  DroppingServer server(0);  // drops every request
+TEST(BenchLoad, AServerThatNeverAnswersIsAnErrorWithoutResend) {
+  DroppingServer server(0);  // drops every request: no connection ever carried a response
   LoadConfig c = base_config(server.url());
   c.n_requests = 2;
   Result<LoadReport> r = run_load(c, RequestMix(1, {1, 1}, {1, 1}));
   ASSERT_TRUE(r) << r.message();
   EXPECT_EQ(r->n_completed, 0);
   EXPECT_EQ(r->errors["read"], 2);
-  EXPECT_EQ(r->n_reconnects, 2);  // one resend each, no more
+  EXPECT_EQ(r->n_reconnects, 0);  // a fresh connection is not stale: no resend
+}
+
+TEST(BenchLoad, AResendThatFailsAgainIsOneError) {
+  // The first request is answered; from then on every request is dropped, on the kept-alive
+  // connection and on the new one alike: one resend, then an error, never a loop.
+  DroppingServer server(1, /*answer_only_first_connection=*/true);
+  LoadConfig c = base_config(server.url());
+  c.n_requests = 2;
+  Result<LoadReport> r = run_load(c, RequestMix(1, {1, 1}, {1, 1}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->n_completed, 1);
+  EXPECT_EQ(r->errors["read"], 1);
+  EXPECT_EQ(r->n_reconnects, 1);
 }
 
 TEST(BenchLoad, InvalidConfigIsAnError) {

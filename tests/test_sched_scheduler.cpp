@@ -206,6 +206,29 @@ TEST(Scheduler, SamplesShareThePromptAndCompleteWithFewSlots) {
   EXPECT_LT(h.sched.metrics().prompt_tokens, 37u * 2);
 }
 
+TEST(Scheduler, ForkingSamplesIntoATightCacheNeverFailsADecode) {
+  // 16 samples of a 99-token prompt in a 16-block cache with 16 slots: forking a sample shares
+  // the leader's partial last block, so the leader's planned decode then needs a copy-on-write
+  // block; the plan must count it (preempting or waiting), never run a batch the cache cannot
+  // hold (which would fail the samples with finish_reason error).
+  for (int32_t n_batch : {16, 128}) {
+    Harness h(config(Policy::UBatch, 16, n_batch), 16 * 16);
+    Request r = make_request(99, 150, 5);
+    r.n = 16;
+    r.sampling.temperature = 0.8f;
+    r.sampling.seed = 7;
+    const uint64_t id = h.submit(r);
+    h.run_all();
+    ASSERT_TRUE(h.done.count(id));
+    ASSERT_EQ(h.finish[id].size(), 16u);
+    for (const auto& [index, reason] : h.finish[id])
+      EXPECT_EQ(reason, FinishReason::Length) << "sample " << index << ", n_batch " << n_batch;
+    EXPECT_EQ(h.done[id].usage.completion_tokens, 16 * 150);
+    EXPECT_EQ(h.runner.kv().stats().n_blocks_used, 0);
+    h.runner.kv().check_invariants();
+  }
+}
+
 TEST(Scheduler, StopStringsAreHeldBackAndNeverEmitted) {
   Harness h(config());
   // Find what the fake model generates, then stop on a piece spanning two tokens.
@@ -270,6 +293,21 @@ TEST(Scheduler, RejectsRequestsThatCanNeverFit) {
   r = make_request(5, 5);
   r.prompt[2] = 5000;  // outside the vocabulary of 1000
   ASSERT_TRUE(h.sched.validate(r).has_value());
+}
+
+TEST(Scheduler, OneSequenceStaysWithinItsContextLimit) {
+  // A 4,096-token cache, but one sequence may hold at most 300 tokens (the trained context).
+  EngineConfig c = config();
+  c.n_ctx_seq = 300;
+  Harness h(c, 4096);
+  EXPECT_FALSE(h.sched.validate(make_request(200, 100, 1)).has_value());  // exactly 300
+  auto err = h.sched.validate(make_request(200, 101, 1));
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->code, SubmitError::Code::TooLong);
+  EXPECT_NE(err->message.find("300 tokens one sequence may hold"), std::string::npos) << err->message;
+  err = h.sched.validate(make_request(301, 1, 1));
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->code, SubmitError::Code::TooLong);
 }
 
 TEST(Simulation, PoliciesCompareOnAHundredUsers) {

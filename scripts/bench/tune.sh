@@ -32,6 +32,10 @@ mkdir -p "$OUT"
 MIX=(--max-tokens 16:128 --ignore-eos --temperature 0 -q --duration "$DURATION")
 PROMPTS="--prompt-tokens 32:256"
 
+SERVER_PID=
+trap '[ -n "$SERVER_PID" ] && kill -INT "$SERVER_PID" 2>/dev/null; wait 2>/dev/null' EXIT
+trap 'exit 130' INT TERM
+
 wait_health() {
   for _ in $(seq 1 150); do curl -sf "$URL/health" >/dev/null 2>&1 && return 0; sleep 0.2; done
   return 1
@@ -41,14 +45,19 @@ wait_health() {
 run() {
   local scan=$1 value=$2 rep=$3 serve_args=$4 load_args=$5
   local base="$OUT/${scan}_${value}_r${rep}"
+  if curl -sf "$URL/health" >/dev/null 2>&1; then
+    echo "tune.sh: something already answers on port $PORT (set PORT)" >&2; exit 1
+  fi
   # shellcheck disable=SC2086
   "$UBATCH" serve -m "$MODEL" -t "$THREADS" --port "$PORT" $serve_args >"$base.serve.log" 2>&1 &
   local pid=$!
+  SERVER_PID=$pid
   if ! wait_health; then echo "tune.sh: server did not start ($base.serve.log)" >&2; kill "$pid" 2>/dev/null; return 1; fi
   # shellcheck disable=SC2086
   "$UBATCH" load --url "$URL" "${MIX[@]}" $load_args --json "$base.json" >"$base.load.txt" 2>&1 || true
   curl -sf "$URL/metrics" >"$base.metrics.txt" || true
   kill -INT "$pid"; wait "$pid" || true
+  SERVER_PID=
   printf '%-4s %-8s rep %s done\n' "$scan" "$value" "$rep"
 }
 

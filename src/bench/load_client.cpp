@@ -152,6 +152,7 @@ struct HttpStreamClient::Impl {
   explicit Impl(const EndpointConfig& c) : cfg(c), cli(c.url) {}
   EndpointConfig cfg;
   httplib::Client cli;
+  bool reused = false;  // the connection has already carried a whole response (keep-alive)
 };
 
 HttpStreamClient::HttpStreamClient(const EndpointConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
@@ -252,8 +253,13 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
     // timeout, or it closes after each stream); the send then fails with no response at all.
     // Like HTTP clients generally do for a reused connection, resend once on a new one.
     // TTFT and latency still count from the first send.
-    const bool stale = !sent && status == 0 && !any_bytes &&
+    // Only a connection that had already carried a response can be stale, and only a quick
+    // failure is one (a read timeout is reported as a read error too: never resend those).
+    const double waited_s = std::chrono::duration<double>(Clock::now() - t_sent).count();
+    const bool stale = !sent && status == 0 && !any_bytes && impl_->reused &&
+                       waited_s < 0.5 * impl_->cfg.timeout_s &&
                        (err == httplib::Error::Read || err == httplib::Error::Write);
+    impl_->reused = sent;
     if (!stale || attempt == 1) break;
     impl_->cli.stop();
     res = httplib::Response();

@@ -161,6 +161,11 @@ MetricsSnapshot Engine::metrics() const {
 
 const EngineConfig& Engine::config() const { return impl_->config; }
 int32_t Engine::n_ctx() const { return static_cast<int32_t>(impl_->ctx.kv().n_cells()); }
+int32_t Engine::n_ctx_seq() const {
+  const int32_t cells = n_ctx();
+  const int32_t limit = impl_->config.n_ctx_seq;
+  return limit > 0 ? std::min(limit, cells) : cells;
+}
 int32_t Engine::n_vocab() const { return impl_->ctx.n_vocab(); }
 
 }  // namespace ubatch::sched

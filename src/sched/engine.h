@@ -35,6 +35,8 @@ struct EngineConfig {
   double mu = 1.0;                 // weight of the cache-hit bonus in the objective
   double aging_ms = 2000.0;        // waiting this long raises effective priority by one level
   int32_t max_tokens_cap = 1 << 20;
+  int32_t n_ctx_seq = 0;           // most tokens one sequence may hold, prompt + generated
+                                   // (0: the whole KV cache; serve: the model's trained context)
 };
 
 struct SubmitError {
@@ -69,7 +71,8 @@ class Engine {
   MetricsSnapshot metrics() const;
 
   const EngineConfig& config() const;
-  int32_t n_ctx() const;
+  int32_t n_ctx() const;      // KV cache capacity in tokens, all sequences together
+  int32_t n_ctx_seq() const;  // most tokens one request's sequence may hold (<= n_ctx())
   int32_t n_vocab() const;
 
  private:

@@ -70,6 +70,11 @@ std::optional<SubmitError> Scheduler::validate(const Request& r) const {
   if (n_prompt > kv.n_cells())
     return SubmitError{SubmitError::Code::TooLong,
                        fmt::format("the prompt has {} tokens but the context holds {}", n_prompt, kv.n_cells())};
+  if (cfg_.n_ctx_seq > 0 && n_prompt + r.max_tokens > cfg_.n_ctx_seq)
+    return SubmitError{SubmitError::Code::TooLong,
+                       fmt::format("prompt ({} tokens) + max_tokens ({}) = {} tokens is above the {} tokens one sequence "
+                                   "may hold (the model's trained context)",
+                                   n_prompt, r.max_tokens, n_prompt + r.max_tokens, cfg_.n_ctx_seq)};
   // One sequence must be able to hold its prompt and every token it may generate.
   const int64_t need_tokens = n_prompt + r.max_tokens;
   const int64_t need_blocks = (need_tokens + kv.block_size() - 1) / kv.block_size();
@@ -369,6 +374,14 @@ void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int3
     return a.arrival < b.arrival;
   });
 
+  // Blocks the entries planned so far need. Forking a sample shares its leader's partial
+  // last block, so an entry already planned on the leader then needs a copy-on-write block
+  // it did not reserve: after a fork the reservation is counted again.
+  auto planned_need = [&] {
+    int32_t need = 0;
+    for (const Entry& e : entries) need += kv.blocks_needed(e.seq->seq_id, e.n_tokens);
+    return need;
+  };
   for (const Keyed& k : keyed) {
     if (budget <= 0) break;
     Seq& s = *k.s;
@@ -378,6 +391,7 @@ void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int3
       if (!admissible(s)) continue;  // its leader was admitted later in this loop
       admit(s);
       admitted_now = true;
+      if (s.index > 0) reserved = planned_need();
     }
     // Reviving cached prefix blocks takes them from the available pool: never below what
     // this step has already reserved. Prefills wait; they never preempt.
@@ -385,7 +399,10 @@ void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int3
     int32_t chunk = avail < 0 ? 0 : std::min(s.remaining(), budget);
     while (chunk > 0 && kv.blocks_needed(s.seq_id, chunk) > avail) --chunk;
     if (chunk <= 0) {
-      if (admitted_now) unadmit(s);
+      if (admitted_now) {
+        unadmit(s);
+        if (s.index > 0) reserved = planned_need();
+      }
       continue;
     }
     const int32_t need = kv.blocks_needed(s.seq_id, chunk);

@@ -183,7 +183,8 @@ void HttpServer::set_backend(sched::Engine& engine, const Tokenizer& tokenizer) 
   auto b = std::make_unique<Backend>();
   b->engine = &engine;
   b->tokenizer = &tokenizer;
-  b->n_ctx = engine.n_ctx();
+  b->n_ctx = engine.n_ctx_seq();
+  b->kv_cells = engine.n_ctx();
   b->n_vocab = engine.n_vocab();
   b->chat_template = st.config.chat_template;
   if (b->chat_template.empty()) b->chat_template = tokenizer.chat_template();

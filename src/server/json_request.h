@@ -27,7 +27,7 @@ enum class Endpoint { Completions, ChatCompletions };
 
 // What validation needs to know about the backend and the server's limits.
 struct RequestLimits {
-  int32_t n_ctx = 0;           // KV capacity in tokens (one sequence can use at most this)
+  int32_t n_ctx = 0;           // most tokens one sequence may hold (min of the KV capacity and the trained context)
   int32_t n_vocab = 0;
   int32_t max_tokens_cap = 1 << 20;
   int32_t max_n = 16;

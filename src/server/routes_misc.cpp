@@ -35,7 +35,7 @@ void health(ServerState& state, httplib::Response& res) {
 void models(ServerState& state, int64_t started_at, httplib::Response& res) {
   json model = {{"id", state.config.model_name}, {"object", "model"}, {"created", started_at}, {"owned_by", "ubatch"}};
   if (const Backend* b = state.backend.load())
-    model["meta"] = {{"n_ctx", b->n_ctx}, {"n_vocab", b->n_vocab}, {"chat_template", b->chat_template}};
+    model["meta"] = {{"n_ctx", b->n_ctx}, {"kv_cells", b->kv_cells}, {"n_vocab", b->n_vocab}, {"chat_template", b->chat_template}};
   send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
 }
 

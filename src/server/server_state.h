@@ -19,7 +19,8 @@ struct Backend {
   const Tokenizer* tokenizer = nullptr;
   std::string chat_template;     // resolved: the model's template or a family name
   std::string chat_template_error;  // non-empty: the template cannot render (chat answers 500)
-  int32_t n_ctx = 0;
+  int32_t n_ctx = 0;     // most tokens one request's sequence may hold (prompt + generated)
+  int32_t kv_cells = 0;  // KV cache capacity, all sequences together
   int32_t n_vocab = 0;
 };
 

@@ -32,6 +32,7 @@ struct ServeOptions {
   std::string log_level = "info";
   bool perf = false;
   const CLI::Option* seed_option = nullptr;
+  const CLI::Option* n_batch_option = nullptr;
 };
 
 int run_serve(ServeOptions& o) {
@@ -50,6 +51,16 @@ int run_serve(ServeOptions& o) {
   if (!sched::parse_policy(o.policy, o.engine.policy)) {
     fmt::print(stderr, "error: --sched-policy: unknown policy '{}' (static, grouped, ubatch)\n", o.policy);
     return 1;
+  }
+  // Every running sequence decodes one token per step, so the budget must hold them all:
+  // without --n-batch it grows to --n-parallel; an explicit smaller one is an error.
+  if (o.model.n_batch < o.engine.n_parallel) {
+    if (o.n_batch_option != nullptr && o.n_batch_option->count() > 0) {
+      fmt::print(stderr, "error: --n-batch {} is below --n-parallel {}: each step decodes one token of every running "
+                 "sequence (give --n-batch >= --n-parallel)\n", o.model.n_batch, o.engine.n_parallel);
+      return 1;
+    }
+    o.model.n_batch = o.engine.n_parallel;
   }
   o.engine.n_batch = o.model.n_batch;  // --n-batch: the engine's token budget per step
   o.engine.max_tokens_cap = o.server.max_tokens_cap;
@@ -74,13 +85,16 @@ int run_serve(ServeOptions& o) {
     http.stop();
     return 1;
   }
+  // One request may use the whole cache, but never more than the model was trained for.
+  o.engine.n_ctx_seq = std::max(0, loaded->model->hparams().n_ctx_train);
   int exit_code = 0;
   {
     sched::Engine engine(*loaded->context, *loaded->tokenizer, o.engine);
     http.set_backend(engine, *loaded->tokenizer);
-    spdlog::info("ready: model {} loaded in {:.0f} ms; n_ctx {}, policy {}, n_parallel {}, n_batch {}", cfg.model_name,
-                 loaded->load_ms, engine.n_ctx(), sched::policy_name(o.engine.policy), o.engine.n_parallel,
-                 o.engine.n_batch);
+    spdlog::info("ready: model {} loaded in {:.0f} ms; n_ctx {} (KV cells, all sequences; {} per request), policy {}, "
+                 "n_parallel {}, n_batch {}",
+                 cfg.model_name, loaded->load_ms, engine.n_ctx(), engine.n_ctx_seq(), sched::policy_name(o.engine.policy),
+                 o.engine.n_parallel, o.engine.n_batch);
     const auto t_ready = std::chrono::steady_clock::now();
     int sig = 0;
     sigwait(&signals, &sig);
@@ -102,6 +116,7 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   add_model_options(sub, o->model);
   add_sampling_options(sub, o->sampling);
   o->seed_option = sub.get_option("--seed");
+  o->n_batch_option = sub.get_option("--n-batch");
   server::ServerConfig& s = o->server;
   sub.add_flag("--perf", o->perf, "print a performance summary (steps, batch fill, TTFT/TPOT, KV, hit rate) at exit");
   sub.add_option("--host", s.host, "address to bind (use 0.0.0.0 to accept other machines)")->capture_default_str();
