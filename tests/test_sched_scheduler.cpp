@@ -229,6 +229,59 @@ TEST(Scheduler, ForkingSamplesIntoATightCacheNeverFailsADecode) {
   }
 }
 
+// Answers "no KV space" to the first `failures` batches that hold several sequences, as a
+// decode would if a plan ever under-counted blocks; otherwise the fake runner.
+class NoKvSpaceRunner : public Runner {
+ public:
+  NoKvSpaceRunner(int failures) : inner_(1000, 4096, 16, sim::CostModel{}), failures_(failures) {}
+  KvCache& kv() override { return inner_.kv(); }
+  int32_t n_vocab() const override { return inner_.n_vocab(); }
+  DecodeResult run(const Batch& batch, std::vector<RowSample>& rows) override {
+    bool several = false;
+    for (int32_t i = 1; i < batch.n_tokens(); ++i) several = several || batch.seq_ids[i][0] != batch.seq_ids[0][0];
+    if (several && failures_ > 0) {
+      --failures_;
+      return DecodeResult{DecodeStatus::NoKvSpace, "kv: out of blocks (injected)"};
+    }
+    return inner_.run(batch, rows);
+  }
+  std::string token_to_piece(int32_t id) const override { return inner_.token_to_piece(id); }
+  bool is_eog(int32_t id) const override { return inner_.is_eog(id); }
+  double now_ms() const override { return inner_.now_ms(); }
+  int failures_left() const { return failures_; }
+
+ private:
+  sim::FakeRunner inner_;
+  int failures_;
+};
+
+TEST(Scheduler, ANoKvSpaceDecodePreemptsInsteadOfFailing) {
+  NoKvSpaceRunner runner(3);
+  Scheduler sched(runner, config(Policy::UBatch, 4, 64));
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    streams.push_back(std::make_shared<Stream>(i + 1));
+    sched.submit(i + 1, make_request(10 + i, 8, i), streams.back());
+  }
+  for (int i = 0; i < 1000 && sched.has_work(); ++i) sched.step();
+  EXPECT_EQ(runner.failures_left(), 0);
+  EXPECT_GE(sched.metrics().preemptions, 3u);
+  for (auto& s : streams) {
+    Event e;
+    int64_t tokens = 0;
+    bool done = false;
+    FinishReason reason = FinishReason::Error;
+    while (s->next(e, std::chrono::milliseconds(0))) {
+      if (e.kind == Event::Kind::Token && e.token >= 0) ++tokens;
+      if (e.kind == Event::Kind::Finish) reason = e.finish;
+      if (e.kind == Event::Kind::Done) done = true;
+    }
+    EXPECT_TRUE(done);
+    EXPECT_EQ(reason, FinishReason::Length);
+    EXPECT_EQ(tokens, 8);
+  }
+}
+
 TEST(Scheduler, StopStringsAreHeldBackAndNeverEmitted) {
   Harness h(config());
   // Find what the fake model generates, then stop on a piece spanning two tokens.

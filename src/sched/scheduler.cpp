@@ -457,9 +457,17 @@ bool Scheduler::step() {
   const double t0 = runner_.now_ms();
   DecodeResult res = runner_.run(batch, rows);
   const double t1 = runner_.now_ms();
+  if (res.status == DecodeStatus::NoKvSpace && running_.size() > 1) {
+    // Planning reserves KV before running, so this means the plan under-counted; the cache
+    // is unchanged (decode checks before placing). Preempt the lowest-ranked sequence (it
+    // recomputes later, same output) and plan again, rather than fail requests. Each retry
+    // frees one sequence's blocks, and any one sequence fits the cache (validate()).
+    preempt(*pick_victim({}, nullptr));
+    return true;
+  }
   if (!res.ok()) {
-    // Planning reserves KV before running, so this is a bug or an invalid request: fail the
-    // requests in this batch with the message rather than hang or crash.
+    // An invalid batch is a bug or an invalid request: fail the requests in this batch with
+    // the message rather than hang or crash.
     for (const Entry& e : entries)
       if (!e.seq->done) {
         e.seq->req->failed = true;
