@@ -56,7 +56,12 @@ std::string guess_chat_family(const Tokenizer& tok) {
 ApiError error_for_status(const httplib::Request& req, int status) {
   switch (status) {
     case 404: return not_found(fmt::format("no route for {} {}", req.method, req.path));
-    case 413: return too_large("the request body is larger than this server accepts (--max-body)");
+    case 413:
+      // The HTTP library caps form-encoded bodies at 8 KiB whatever --max-body says.
+      if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0)
+        return too_large("form-encoded bodies are limited to 8 KiB: send the body as JSON "
+                         "(Content-Type: application/json)");
+      return too_large("the request body is larger than this server accepts (--max-body)");
     case 400: return invalid_request("malformed HTTP request");
     default: break;
   }
