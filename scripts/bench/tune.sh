@@ -11,7 +11,8 @@
 # Usage: scripts/bench/tune.sh [OUT_DIR]        (default: bench-results/tune)
 # Environment: UBATCH (binary, default build/ubatch), MODEL (default: the embedded model),
 #   THREADS (2), DURATION (10 s), REPS (2), PORT (8097), SCANS ("np nb win kv": which scans).
-# Numbers from this script are quoted in docs/BENCHMARKS.md ("Tuning the defaults").
+# Numbers from this script are quoted in docs/BENCHMARKS.md ("Tuning the serve defaults"); the
+# scans other than nb pin --n-batch 512, the budget they were measured with.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-bench-results/tune}
@@ -66,7 +67,7 @@ for rep in $(seq 1 "$REPS"); do
     case $scan in
       np)  # most sequences decoding at once; 32 users keep every slot busy
         for v in 1 2 4 8 16 32 64; do
-          run np "$v" "$rep" "--n-ctx 32768 --n-parallel $v" "--users 32 $PROMPTS"
+          run np "$v" "$rep" "--n-ctx 32768 --n-batch $((v > 512 ? v : 512)) --n-parallel $v" "--users 32 $PROMPTS"
         done ;;
       nb)  # logical batch (token budget per step); longer prompts make chunking matter
         for v in 32 64 128 256 512 2048; do
@@ -75,11 +76,11 @@ for rep in $(seq 1 "$REPS"); do
         done ;;
       win)  # batch window under open-loop arrivals (below saturation)
         for v in 0 2 5 10 25; do
-          run win "$v" "$rep" "--n-ctx 32768 --n-parallel 16 --batch-window-ms $v" "--rate 1.5 $PROMPTS"
+          run win "$v" "$rep" "--n-ctx 32768 --n-batch 512 --n-parallel 16 --batch-window-ms $v" "--rate 1.5 $PROMPTS"
         done ;;
       kv)  # KV cache size as a share of available memory; 32 users, 32 slots
         for v in 0.0005 0.001 0.002 0.005 0.02; do
-          run kv "$v" "$rep" "--kv-cache-fraction $v --n-parallel 32" "--users 32 $PROMPTS"
+          run kv "$v" "$rep" "--kv-cache-fraction $v --n-batch 512 --n-parallel 32" "--users 32 $PROMPTS"
         done ;;
       *) echo "tune.sh: unknown scan $scan" >&2; exit 2 ;;
     esac
