@@ -2,8 +2,8 @@
 # Real (not simulated) tuning scan of `ubatch serve`, driven by `ubatch load` on loopback.
 #
 # For each knob it starts a fresh server with one value changed from the defaults, runs one
-# closed-loop (or open-loop) load for DURATION seconds, scrapes /metrics for preemptions and
-# batch fill, and writes one JSON file per run plus a markdown table (summary.md) of all runs.
+# closed-loop (or open-loop) load for DURATION seconds, scrapes /metrics for preemptions,
+# and writes one JSON file per run plus a markdown table (summary.md) of all runs.
 # Every scan is repeated REPS times, interleaved (rep 1 of every value, then rep 2, ...), so
 # a slow minute on a shared machine hits all values alike; the table reports the median and
 # the spread (min..max) over the repetitions.
@@ -103,7 +103,7 @@ for path in sorted(glob.glob(os.path.join(out, "*_r*.json"))):
     runs.setdefault((scan, float(value)), []).append({
         "tok_s": r["output_tokens_per_s"], "ttft50": r["ttft_ms"]["p50"], "ttft99": r["ttft_ms"]["p99"],
         "tpot50": r["tpot_ms"]["p50"], "itl99": r["itl_ms"]["p99"], "errors": r["errors"],
-        "preempt": metric("ubatch_preemptions_total"), "fill": metric("ubatch_batch_fill_ratio"),
+        "preempt": metric("ubatch_preemptions_total"),
         "cells": int(cells.group(1)) if cells else 0})
 titles = {"np": "--n-parallel (32 users)", "nb": "--n-batch (16 users, prompts 64-768)",
           "win": "--batch-window-ms (open loop, 1.5 req/s)", "kv": "--kv-cache-fraction (32 users, -np 32)"}

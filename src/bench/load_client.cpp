@@ -251,10 +251,9 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
     }
     // A server may close a kept-alive connection while the request is on its way (its idle
     // timeout, or it closes after each stream); the send then fails with no response at all.
-    // Like HTTP clients generally do for a reused connection, resend once on a new one.
-    // TTFT and latency still count from the first send.
-    // Only a connection that had already carried a response can be stale, and only a quick
-    // failure is one (a read timeout is reported as a read error too: never resend those).
+    // As HTTP clients do for a reused connection, resend once on a new one (TTFT and latency
+    // still count from the first send). Only a connection that already carried a response can
+    // be stale, and only a quick failure: a read timeout is also a read error, never resent.
     const double waited_s = std::chrono::duration<double>(Clock::now() - t_sent).count();
     const bool stale = !sent && status == 0 && !any_bytes && impl_->reused &&
                        waited_s < 0.5 * impl_->cfg.timeout_s &&

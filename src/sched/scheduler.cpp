@@ -73,7 +73,7 @@ std::optional<SubmitError> Scheduler::validate(const Request& r) const {
   if (cfg_.n_ctx_seq > 0 && n_prompt + r.max_tokens > cfg_.n_ctx_seq)
     return SubmitError{SubmitError::Code::TooLong,
                        fmt::format("prompt ({} tokens) + max_tokens ({}) = {} tokens is above the {} tokens one sequence "
-                                   "may hold (the model's trained context)",
+                                   "may hold",
                                    n_prompt, r.max_tokens, n_prompt + r.max_tokens, cfg_.n_ctx_seq)};
   // One sequence must be able to hold its prompt and every token it may generate.
   const int64_t need_tokens = n_prompt + r.max_tokens;
