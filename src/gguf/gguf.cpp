@@ -302,6 +302,16 @@ File::~File() {
   if (mapped_ && base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
 }
 
+void File::release_pages(const void* p, size_t n) const {
+  if (!mapped_ || n == 0) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+  const auto base = reinterpret_cast<uintptr_t>(base_);
+  if (begin < base || end > base + size_) return;
+  const uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
+  if (first < last) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 Result<std::unique_ptr<File>> File::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::error(fmt::format("gguf: {}: cannot open: {}", path, std::strerror(errno)));

@@ -107,6 +107,12 @@ class File {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
 
+  // Tells the kernel that bytes [p, p + n) of a mapped file will not be needed soon: the
+  // whole pages inside the range leave the process's resident memory (madvise
+  // MADV_DONTNEED). The bytes stay readable — a later read brings them back from the file —
+  // so this never changes what the accessors return. No-op for in-memory images.
+  void release_pages(const void* p, size_t n) const;
+
  private:
   File() = default;
   Status parse();

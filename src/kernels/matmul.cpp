@@ -2,11 +2,13 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/gemm_internal.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_unpack.h"
 #include "kernels/quant.h"
@@ -179,9 +181,10 @@ void reference_rows(const WeightView& w, const float* x, const RefActs& acts, in
           isum += (static_cast<int32_t>(u[i]) - info.offset) * xq[i];
           xsum += xq[i];
         }
+        // The canonical order of gemm_internal.h: every packed path gives these bits.
         const float dx = xd[s * info.sub_block / info.act_block];
-        acc += (dw[s] * dx) * static_cast<float>(isum);
-        if (info.has_min) acc += mw[s] * (dx * static_cast<float>(xsum));
+        acc = std::fma(static_cast<float>(isum), dw[s] * dx, acc);
+        if (info.has_min) acc = std::fma(mw[s], dx * static_cast<float>(xsum), acc);
       }
       y[t * w.n_out + r] = acc;
     }
@@ -202,7 +205,37 @@ void check_view(const WeightView& w) {
   UBATCH_CHECK(w.row_bytes == tensor_row_bytes(w.type, w.n_in));
 }
 
+thread_local Scratch t_gemm_scratch;  // per thread: unpacked weight panels
+
 }  // namespace
+
+void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64_t n_tokens,
+                   float* y, ThreadPool& pool) {
+  GemmPanelsFn gemm = &gemm_panels_scalar;
+  if (level >= SimdLevel::Avx512) gemm = &gemm_panels_avx512;
+  else if (level == SimdLevel::Avx2) gemm = &gemm_panels_avx2;
+  const ActLayout a = act_layout(w.fmt, w.n_in);
+  uint8_t* xp = t_acts.get(static_cast<size_t>(n_tokens * a.stride));
+  if (n_tokens * w.n_in < (1 << 16) || pool.n_threads() == 1) {
+    pack_acts(w.fmt, a, x, 0, n_tokens, xp);
+  } else {
+    pool.run([&](int ith, int nth) {
+      int64_t t0, t1;
+      ThreadPool::split(n_tokens, ith, nth, t0, t1);
+      if (t0 < t1) pack_acts(w.fmt, a, x, t0, t1, xp);
+    });
+  }
+  const size_t scratch_bytes = static_cast<size_t>(gemm_scratch_bytes(w));
+  pool.run([&](int ith, int nth) {
+    // Whole panel pairs per thread (the micro-kernel covers two panels at a time).
+    int64_t p0, p1;
+    ThreadPool::split((w.n_panels + 1) / 2, ith, nth, p0, p1);
+    p0 = std::min(2 * p0, w.n_panels);
+    p1 = std::min(2 * p1, w.n_panels);
+    if (p0 == p1) return;
+    gemm(w, a, xp, n_tokens, y, w.n_out, p0, p1, t_gemm_scratch.get(scratch_bytes));
+  });
+}
 
 SimdLevel matmul_level() {
   static const SimdLevel level = [] {
@@ -218,6 +251,7 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
   check_view(w);
   UBATCH_CHECK(n_tokens >= 0);
   if (n_tokens == 0 || w.n_out == 0) return;
+  if (w.packed) return matmul_packed(level, *w.packed, x, n_tokens, y, pool);
 
   if (level == SimdLevel::Scalar) {
     RefActs acts;

@@ -21,12 +21,17 @@
 
 namespace ubatch::kernels {
 
+struct PackedWeight;  // kernels/packed_weight.h
+
 struct WeightView {
   TensorType type = TensorType::F32;
   const void* data = nullptr;  // [n_out] rows of row_bytes bytes each
   int64_t n_in = 0;            // elements per row (ne0 in GGUF)
   int64_t n_out = 0;           // rows (ne1 in GGUF)
   size_t row_bytes = 0;        // tensor_row_bytes(type, n_in)
+  // The same weight repacked for the kernels (packed_weight.h), or null. When set, matmul
+  // reads only it (data may then be released); matmul_reference still reads data.
+  const PackedWeight* packed = nullptr;
 };
 
 // True when matmul supports weights of type t (every type dequantize_row supports).

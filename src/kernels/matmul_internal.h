@@ -116,6 +116,9 @@ const Backend& backend_avx512();  // needs AVX-512 F/BW/VL/DQ and VNNI
 // CPU offers must not be asked for (callers check cpu_features()).
 void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64_t n_tokens,
                      float* y, ThreadPool& pool);
+// matmul of a packed weight on a given level (gemm_internal.h).
+void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64_t n_tokens,
+                   float* y, ThreadPool& pool);
 // The level matmul() uses on this machine: simd_level(), with AVX-512 only when VNNI is there.
 SimdLevel matmul_level();
 

@@ -77,6 +77,7 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
   if (!hp) return hp.status();
   m->hp_ = std::move(hp.value());
   if (Status s = m->bind_weights(); !s) return s;
+  if (Status s = m->pack_weights(); !s) return s;
   return m;
 }
 
@@ -129,6 +130,34 @@ Status Model::bind_weights() {
   return Status::ok();
 }
 
+Status Model::pack_weights() {
+  const bool tied = output_.data == tok_embd_.data;
+  size_t streamed = weight_bytes_;
+  if (!tied) streamed -= tok_embd_.row_bytes * static_cast<size_t>(tok_embd_.n_out);
+  auto pack = [&](kernels::WeightView& v) -> Status {
+    kernels::PackedFormat fmt;
+    if (!kernels::packed_format(v.type, fmt) || v.n_in % fmt.block_elems != 0) return Status::ok();
+    Result<std::unique_ptr<kernels::PackedWeight>> pw =
+        kernels::pack_weight(v.type, v.data, v.n_in, v.n_out);
+    if (!pw) return pw.status();
+    v.packed = pw->get();
+    const size_t file_bytes = v.row_bytes * static_cast<size_t>(v.n_out);
+    packed_bytes_ += (*pw)->bytes();
+    streamed = streamed - file_bytes + (*pw)->bytes();
+    file_->release_pages(v.data, file_bytes);  // the packed copy replaces them
+    packed_.push_back(std::move(pw.value()));
+    return Status::ok();
+  };
+  Status s;
+  if (!(s = pack(output_))) return s;
+  if (tied) tok_embd_.packed = output_.packed;  // rows are read back from the packed copy
+  for (LayerWeights& L : layers_)
+    for (kernels::WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      if (!(s = pack(*v))) return s;
+  streamed_bytes_ = streamed;
+  return Status::ok();
+}
+
 Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels::ThreadPool& pool) {
   const HParams& hp = hp_;
   const int64_t T = ub.n_tokens;
@@ -158,8 +187,12 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
   float* xn = xn_.data();
   const float embd_scale = hp.embd_scale_sqrt ? std::sqrt(static_cast<float>(E)) : 1.0f;
   for (int64_t t = 0; t < T; ++t) {
-    const uint8_t* row = static_cast<const uint8_t*>(tok_embd_.data) + tok_embd_.row_bytes * ub.token[t];
-    kernels::dequantize_row(tok_embd_.type, row, x + t * E, E);
+    if (tok_embd_.packed) {
+      kernels::packed_dequantize_row(*tok_embd_.packed, ub.token[t], x + t * E);
+    } else {
+      const uint8_t* row = static_cast<const uint8_t*>(tok_embd_.data) + tok_embd_.row_bytes * ub.token[t];
+      kernels::dequantize_row(tok_embd_.type, row, x + t * E, E);
+    }
     if (hp.embd_scale_sqrt) kernels::scale(x + t * E, embd_scale, x + t * E, E);
   }
 

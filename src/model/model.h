@@ -1,6 +1,9 @@
 // A decoder-only transformer loaded from a GGUF file, and its forward pass over a ubatch.
 //
-// Weights stay in the file mapping (no copy); the Model keeps the gguf::File alive. The
+// Quantized matrices are repacked at load into the kernels' panel layout
+// (kernels/packed_weight.h, about the file's size) and the file pages they came from are
+// released; norms and other vectors stay in the file mapping. The Model keeps the gguf::File
+// alive. The
 // forward pass is one code path for every architecture (HParams holds the differences):
 //   x = embed(tokens) [× sqrt(n_embd)]
 //   per layer: h = x + [post_norm](Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)))
@@ -17,6 +20,7 @@
 #include "common/status.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_weight.h"
 #include "kernels/thread_pool.h"
 #include "model/hparams.h"
 #include "model/ubatch.h"
@@ -44,8 +48,14 @@ class Model {
 
   const HParams& hparams() const { return hp_; }
   const gguf::File& file() const { return *file_; }
-  // Bytes of weights (tensor data) the forward pass streams.
+  // Bytes of weights (tensor data) as stored in the file.
   size_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of the repacked copies of the matrices (kernels/packed_weight.h), made at load;
+  // the file pages they came from are released (see load()).
+  size_t packed_bytes() const { return packed_bytes_; }
+  // Bytes a decode step streams from memory: every matrix (packed where it is), the norms,
+  // and not the token-embedding table unless it doubles as the output matrix.
+  size_t streamed_bytes() const { return streamed_bytes_; }
 
   // Runs the ubatch. Every token's K/V row is written into its KV cell before attention of
   // the same layer. logits: [n_outputs, n_vocab] f32 for the rows with output set, in
@@ -55,6 +65,7 @@ class Model {
  private:
   Model() = default;
   Status bind_weights();
+  Status pack_weights();
 
   std::shared_ptr<const gguf::File> file_;
   HParams hp_;
@@ -63,6 +74,9 @@ class Model {
   kernels::WeightView output_;    // [n_vocab, n_embd] (tok_embd_ when tied)
   std::vector<LayerWeights> layers_;
   size_t weight_bytes_ = 0;
+  size_t packed_bytes_ = 0;
+  size_t streamed_bytes_ = 0;
+  std::vector<std::unique_ptr<kernels::PackedWeight>> packed_;  // owners of the views' packed
 
   // Scratch reused across calls, sized for the largest ubatch seen.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_, out_rows_;

@@ -1,0 +1,219 @@
+// AVX2 level of the packed GEMM: the structure of gemm_avx512.cpp on 256-bit vectors (a panel
+// of 16 rows is two halves of 8 rows). Integer dots: vpmaddubsw (u8 × s8 pairs -> s16) then
+// vpmaddwd with ones (-> s32). Pair sums stay below 2^15 for every format whose bytes are
+// < 64; Q8_0 (bytes q + 128) is multiplied as |q| × sign(x, q) instead, which forms
+// Σ q·x = init + Σ u·x directly — the same integer, so the same result (gemm_internal.h).
+//
+// Compiled with the AVX2 flags; only reached when the CPU has AVX2 + FMA + F16C.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/gemm_internal.h"
+
+namespace ubatch::kernels::detail {
+
+namespace {
+
+constexpr int kNR = 2;  // tokens per tile
+constexpr int64_t kPrefetchBytes = 4096;
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+
+// One 32-byte half (h = 0: rows 0-7, 1: rows 8-15) of a segment record's quants -> out[S][64].
+template <PackedBits B, int S>
+inline void unpack_quants_half(const uint8_t* q, uint8_t* out, int h) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const int o = 32 * h;
+  if constexpr (B == PackedBits::B8) {
+    for (int k = 0; k < S; ++k) store256(out + 64 * k + o, load256(q + 64 * k + o));
+  } else if constexpr (B == PackedBits::B2) {
+    const __m256i v = load256(q + o);
+    for (int k = 0; k < S; ++k)
+      store256(out + 64 * k + o, _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), _mm256_set1_epi8(3)));
+  } else {
+    constexpr int H = S / 2;
+    __m256i u[S];
+    for (int j = 0; j < H; ++j) {
+      const __m256i v = load256(q + 64 * j + o);
+      u[j] = _mm256_and_si256(v, m4);
+      u[j + H] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    if constexpr (B == PackedBits::B5 || B == PackedBits::B6) {
+      const __m256i hi = load256(q + 64 * H + o);
+      constexpr int width = B == PackedBits::B5 ? 1 : 2;
+      const __m256i mask = _mm256_set1_epi8(B == PackedBits::B5 ? 1 : 3);
+      for (int k = 0; k < S; ++k) {
+        const __m256i bits = _mm256_and_si256(_mm256_srli_epi16(hi, width * k), mask);
+        u[k] = _mm256_or_si256(u[k], _mm256_slli_epi16(bits, 4));
+      }
+    }
+    for (int k = 0; k < S; ++k) store256(out + 64 * k + o, u[k]);
+  }
+}
+
+template <PackedBits B, int S>
+void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
+  const PackedFormat& f = w.fmt;
+  const uint8_t* panel = w.panel(p);
+  const int segs_per_block = f.block_elems / f.seg;
+  const int64_t stride = unpacked_seg_stride(f);
+  const char* pf_end = reinterpret_cast<const char*>(w.data + w.bytes());
+  for (int64_t b = 0; b < w.n_in / f.block_elems; ++b) {
+    const uint8_t* block = panel + b * f.block_bytes;
+    for (int64_t off = 0; off < f.block_bytes; off += 64) {
+      const char* pf = reinterpret_cast<const char*>(block) + kPrefetchBytes + off;
+      if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * h)));
+      __m256 m = _mm256_setzero_ps();
+      if (f.has_min) m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 32 + 16 * h)));
+      for (int s = 0; s < segs_per_block; ++s) {
+        uint8_t* o = out + (b * segs_per_block + s) * stride;
+        const uint8_t* q = block + f.header_bytes + s * f.seg_bytes;
+        unpack_quants_half<B, S>(q, o, h);
+        __m256 dw = d, mw = m;
+        if (f.k_quant) {
+          const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes + 8 * h));
+          dw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+          if (f.has_min) {
+            const __m128i mn = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes + 16 + 8 * h));
+            const __m256 prod = _mm256_mul_ps(m, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)));
+            mw = _mm256_xor_ps(prod, _mm256_set1_ps(-0.0f));
+          }
+        }
+        _mm256_storeu_ps(reinterpret_cast<float*>(o + 64 * S) + 8 * h, dw);
+        if (f.has_min) _mm256_storeu_ps(reinterpret_cast<float*>(o + 64 * S + 64) + 8 * h, mw);
+      }
+    }
+  }
+}
+
+using UnpackFn = void (*)(const PackedWeight&, int64_t, uint8_t*);
+
+UnpackFn unpacker(const PackedFormat& f) {
+  switch (f.bits) {
+    case PackedBits::B8: return f.steps == 8 ? &unpack_panel_t<PackedBits::B8, 8> : &unpack_panel_t<PackedBits::B8, 4>;
+    case PackedBits::B4: return f.steps == 8 ? &unpack_panel_t<PackedBits::B4, 8> : &unpack_panel_t<PackedBits::B4, 4>;
+    case PackedBits::B5: return &unpack_panel_t<PackedBits::B5, 8>;
+    case PackedBits::B6: return &unpack_panel_t<PackedBits::B6, 4>;
+    case PackedBits::B2: return &unpack_panel_t<PackedBits::B2, 4>;
+  }
+  return nullptr;
+}
+
+inline __m256i bcast_i32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256 bcast_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_ps(v);
+}
+
+// One panel (two halves of 8 rows) × NR tokens, all segments. SIGNED: Q8_0's |q| × sign(x, q).
+template <int NR, int S, bool MIN, bool SIGNED>
+void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a, const uint8_t* x,
+          float* y, int64_t ldy, int rows) {
+  __m256 acc[2][NR];
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < NR; ++t) acc[h][t] = _mm256_setzero_ps();
+  const int64_t xs = a.stride;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t s = 0; s < n_seg; ++s) {
+    __m256i ia[2][NR];
+    for (int t = 0; t < NR; ++t) {
+      const __m256i init = SIGNED ? _mm256_setzero_si256() : bcast_i32(x + t * xs + a.init_off + 4 * s);
+      ia[0][t] = ia[1][t] = init;
+    }
+    const uint8_t* xq = x + s * a.seg;
+    const uint8_t* ws = wp + s * wstride;
+    for (int k = 0; k < S; ++k) {
+      __m256i wv[2];
+      for (int h = 0; h < 2; ++h) {
+        wv[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws + 64 * k + 32 * h));
+        if constexpr (SIGNED) wv[h] = _mm256_xor_si256(wv[h], _mm256_set1_epi8(static_cast<char>(0x80)));
+      }
+      for (int t = 0; t < NR; ++t) {
+        const __m256i xb = bcast_i32(xq + t * xs + 4 * k);
+        for (int h = 0; h < 2; ++h) {
+          __m256i pr;
+          if constexpr (SIGNED) pr = _mm256_maddubs_epi16(_mm256_abs_epi8(wv[h]), _mm256_sign_epi8(xb, wv[h]));
+          else pr = _mm256_maddubs_epi16(wv[h], xb);
+          ia[h][t] = _mm256_add_epi32(ia[h][t], _mm256_madd_epi16(pr, ones));
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const float* sp = reinterpret_cast<const float*>(ws + 64 * S);
+      const __m256 dw = _mm256_load_ps(sp + 8 * h);
+      for (int t = 0; t < NR; ++t) {
+        const __m256 scale = _mm256_mul_ps(dw, bcast_f32(x + t * xs + a.dx_off + 4 * s));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][t]), scale, acc[h][t]);
+      }
+      if constexpr (MIN) {
+        const __m256 mw = _mm256_load_ps(sp + 16 + 8 * h);
+        for (int t = 0; t < NR; ++t)
+          acc[h][t] = _mm256_fmadd_ps(mw, bcast_f32(x + t * xs + a.xs_off + 4 * s), acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < NR; ++t) {
+    if (rows == kPanelRows) {
+      _mm256_storeu_ps(y + t * ldy, acc[0][t]);
+      _mm256_storeu_ps(y + t * ldy + 8, acc[1][t]);
+    } else {
+      alignas(32) float tmp[16];
+      _mm256_store_ps(tmp, acc[0][t]);
+      _mm256_store_ps(tmp + 8, acc[1][t]);
+      for (int r = 0; r < rows; ++r) y[t * ldy + r] = tmp[r];
+    }
+  }
+}
+
+template <int S, bool MIN, bool SIGNED>
+void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, int64_t n_tokens,
+            float* y, int64_t ldy, int64_t p0, int64_t p1, uint8_t* scratch) {
+  const UnpackFn unpack = unpacker(w.fmt);
+  const int64_t wstride = unpacked_seg_stride(w.fmt);
+  for (int64_t p = p0; p < p1; ++p) {
+    const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - p * kPanelRows));
+    unpack(w, p, scratch);
+    float* yp = y + p * kPanelRows;
+    int64_t t = 0;
+    for (; t + kNR <= n_tokens; t += kNR)
+      tile<kNR, S, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride, yp + t * ldy, ldy, rows);
+    if (t < n_tokens)
+      tile<1, S, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride, yp + t * ldy, ldy, rows);
+  }
+}
+
+}  // namespace
+
+void gemm_panels_avx2(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                      int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                      uint8_t* scratch) {
+  const PackedFormat& f = w.fmt;
+  if (f.bits == PackedBits::B8) {
+    // Bytes up to 255 would saturate vpmaddubsw: multiply q = u ^ 0x80 as signed.
+    if (f.steps == 8) gemm_t<8, false, true>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+    else gemm_t<4, false, true>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+    return;
+  }
+  if (f.steps == 8) {
+    if (f.has_min) gemm_t<8, true, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+    else gemm_t<8, false, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+  } else {
+    if (f.has_min) gemm_t<4, true, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+    else gemm_t<4, false, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+  }
+}
+
+}  // namespace ubatch::kernels::detail

@@ -1,0 +1,225 @@
+// AVX-512 VNNI level of the packed GEMM (gemm_internal.h has the arithmetic, packed_weight.h
+// the layout).
+//
+// Per panel pair (MR = 2 panels = 32 output rows): unpack both panels to step-interleaved
+// bytes + f32 scales (L1/L2-resident scratch), then for each tile of NR tokens run the
+// micro-kernel: per segment, MR × NR int32 accumulators (16 rows each) take S vpdpbusd with
+// the 4 broadcast activation bytes of the step, then one cvt + mul + fma (+ fma for the min)
+// per accumulator into MR × NR float accumulators that live for the whole row. Weights are
+// read once per tile from the scratch, activations once per panel pair.
+//
+// Compiled with the AVX-512 flags; only reached when the CPU has AVX-512 F/BW/VL/DQ + VNNI.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/gemm_internal.h"
+
+namespace ubatch::kernels::detail {
+
+namespace {
+
+constexpr int kNR = 4;                   // tokens per tile
+constexpr int64_t kPrefetchBytes = 4096; // how far ahead the packed weights are prefetched
+
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+inline void store512(void* p, __m512i v) { _mm512_storeu_si512(p, v); }
+
+// Step-interleaved bytes of one segment record's quants -> out[S][64].
+template <PackedBits B, int S>
+inline void unpack_quants(const uint8_t* q, uint8_t* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  if constexpr (B == PackedBits::B8) {
+    for (int k = 0; k < S; ++k) store512(out + 64 * k, load512(q + 64 * k));
+  } else if constexpr (B == PackedBits::B2) {
+    const __m512i v = load512(q);
+    const __m512i m2 = _mm512_set1_epi8(3);
+    for (int k = 0; k < S; ++k)
+      store512(out + 64 * k, _mm512_and_si512(_mm512_srli_epi16(v, 2 * k), m2));
+  } else {
+    constexpr int H = S / 2;
+    __m512i u[S];
+    for (int j = 0; j < H; ++j) {
+      const __m512i v = load512(q + 64 * j);
+      u[j] = _mm512_and_si512(v, m4);
+      u[j + H] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    if constexpr (B == PackedBits::B5) {
+      const __m512i hi = load512(q + 64 * H);
+      for (int k = 0; k < S; ++k) {
+        const __mmask64 m = _mm512_test_epi8_mask(hi, _mm512_set1_epi8(static_cast<char>(1 << k)));
+        u[k] = _mm512_or_si512(u[k], _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(0x10)));
+      }
+    } else if constexpr (B == PackedBits::B6) {
+      const __m512i hi = load512(q + 64 * H);
+      const __m512i m2 = _mm512_set1_epi8(3);
+      for (int k = 0; k < S; ++k)
+        u[k] = _mm512_or_si512(u[k], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hi, 2 * k), m2), 4));
+    }
+    for (int k = 0; k < S; ++k) store512(out + 64 * k, u[k]);
+  }
+}
+
+template <PackedBits B, int S>
+void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
+  const PackedFormat& f = w.fmt;
+  const uint8_t* panel = w.panel(p);
+  const int segs_per_block = f.block_elems / f.seg;
+  const int64_t stride = unpacked_seg_stride(f);
+  const int64_t n_blocks = w.n_in / f.block_elems;
+  const char* pf_end = reinterpret_cast<const char*>(w.data + w.bytes());
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* block = panel + b * f.block_bytes;
+    // Software prefetch of the bytes kPrefetchBytes ahead (the stream is sequential per
+    // thread; more misses in flight than the hardware prefetcher alone keeps).
+    for (int64_t off = 0; off < f.block_bytes; off += 64) {
+      const char* pf = reinterpret_cast<const char*>(block) + kPrefetchBytes + off;
+      if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)));
+    __m512 m = _mm512_setzero_ps();
+    if (f.has_min) m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32)));
+    for (int s = 0; s < segs_per_block; ++s) {
+      uint8_t* o = out + (b * segs_per_block + s) * stride;
+      const uint8_t* q = block + f.header_bytes + s * f.seg_bytes;
+      unpack_quants<B, S>(q, o);
+      __m512 dw = d, mw = m;
+      if (f.k_quant) {
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes));
+        dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
+        if (f.has_min) {
+          const __m128i mn = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes + 16));
+          const __m512 prod = _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+          mw = _mm512_xor_ps(prod, _mm512_set1_ps(-0.0f));  // −(dmin · mn), exact
+        }
+      }
+      _mm512_storeu_ps(o + 64 * S, dw);
+      if (f.has_min) _mm512_storeu_ps(o + 64 * S + 64, mw);
+    }
+  }
+}
+
+using UnpackFn = void (*)(const PackedWeight&, int64_t, uint8_t*);
+
+UnpackFn unpacker(const PackedFormat& f) {
+  switch (f.bits) {
+    case PackedBits::B8: return f.steps == 8 ? &unpack_panel_t<PackedBits::B8, 8> : &unpack_panel_t<PackedBits::B8, 4>;
+    case PackedBits::B4: return f.steps == 8 ? &unpack_panel_t<PackedBits::B4, 8> : &unpack_panel_t<PackedBits::B4, 4>;
+    case PackedBits::B5: return &unpack_panel_t<PackedBits::B5, 8>;
+    case PackedBits::B6: return &unpack_panel_t<PackedBits::B6, 4>;
+    case PackedBits::B2: return &unpack_panel_t<PackedBits::B2, 4>;
+  }
+  return nullptr;
+}
+
+inline __m512i bcast_i32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+inline __m512 bcast_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_ps(v);
+}
+
+// The micro-kernel: MR panels × NR tokens, all segments. wp[m]: unpacked panel m;
+// x: the first token's packed row; y: y[t * ldy + 16 m + r] for the tile's first row.
+template <int MR, int NR, int S, bool MIN>
+void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
+          const uint8_t* x, float* y, int64_t ldy, int rows_last) {
+  __m512 acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int t = 0; t < NR; ++t) acc[m][t] = _mm512_setzero_ps();
+  const int64_t xs = a.stride;
+  for (int64_t s = 0; s < n_seg; ++s) {
+    __m512i ia[MR][NR];
+    for (int t = 0; t < NR; ++t) {
+      const __m512i init = bcast_i32(x + t * xs + a.init_off + 4 * s);
+      for (int m = 0; m < MR; ++m) ia[m][t] = init;
+    }
+    const uint8_t* xq = x + s * a.seg;
+    for (int k = 0; k < S; ++k) {
+      __m512i wv[MR];
+      for (int m = 0; m < MR; ++m) wv[m] = _mm512_load_si512(wp[m] + s * wstride + 64 * k);
+      for (int t = 0; t < NR; ++t) {
+        const __m512i xb = bcast_i32(xq + t * xs + 4 * k);
+        for (int m = 0; m < MR; ++m) ia[m][t] = _mm512_dpbusd_epi32(ia[m][t], wv[m], xb);
+      }
+    }
+    for (int m = 0; m < MR; ++m) {
+      const uint8_t* sp = wp[m] + s * wstride + 64 * S;
+      const __m512 dw = _mm512_load_ps(sp);
+      for (int t = 0; t < NR; ++t) {
+        const __m512 scale = _mm512_mul_ps(dw, bcast_f32(x + t * xs + a.dx_off + 4 * s));
+        acc[m][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][t]), scale, acc[m][t]);
+      }
+      if constexpr (MIN) {
+        const __m512 mw = _mm512_load_ps(sp + 64);
+        for (int t = 0; t < NR; ++t)
+          acc[m][t] = _mm512_fmadd_ps(mw, bcast_f32(x + t * xs + a.xs_off + 4 * s), acc[m][t]);
+      }
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    const __mmask16 mask = m == MR - 1 ? static_cast<__mmask16>((1u << rows_last) - 1) : 0xFFFF;
+    for (int t = 0; t < NR; ++t) _mm512_mask_storeu_ps(y + t * ldy + 16 * m, mask, acc[m][t]);
+  }
+}
+
+template <int MR, int S, bool MIN>
+void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
+           const uint8_t* x, int64_t n_tokens, float* y, int64_t ldy, int rows_last) {
+  int64_t t = 0;
+  for (; t + kNR <= n_tokens; t += kNR)
+    tile<MR, kNR, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last);
+  switch (n_tokens - t) {
+    case 3: tile<MR, 3, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
+    case 2: tile<MR, 2, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
+    case 1: tile<MR, 1, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
+    default: break;
+  }
+}
+
+template <int S, bool MIN>
+void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, int64_t n_tokens,
+            float* y, int64_t ldy, int64_t p0, int64_t p1, uint8_t* scratch) {
+  const UnpackFn unpack = unpacker(w.fmt);
+  const int64_t wstride = unpacked_seg_stride(w.fmt);
+  const int64_t pbytes = unpacked_panel_bytes(w.fmt, w.n_in);
+  uint8_t* const buf[2] = {scratch, scratch + pbytes};
+  for (int64_t p = p0; p < p1; p += 2) {
+    const int mr = p + 1 < p1 ? 2 : 1;
+    const int64_t last = p + mr - 1;
+    const int rows_last = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - last * kPanelRows));
+    for (int m = 0; m < mr; ++m) unpack(w, p + m, buf[m]);
+    const uint8_t* wp[2] = {buf[0], buf[1]};
+    float* yp = y + p * kPanelRows;
+    if (mr == 2)
+      tiles<2, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last);
+    else
+      tiles<1, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last);
+  }
+}
+
+}  // namespace
+
+void unpack_panel_avx512(const PackedWeight& w, int64_t p, uint8_t* out) { unpacker(w.fmt)(w, p, out); }
+
+void gemm_panels_avx512(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                        int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                        uint8_t* scratch) {
+  const bool min = w.fmt.has_min;
+  if (w.fmt.steps == 8) {
+    if (min) gemm_t<8, true>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+    else gemm_t<8, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+  } else {
+    if (min) gemm_t<4, true>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+    else gemm_t<4, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+  }
+}
+
+}  // namespace ubatch::kernels::detail

@@ -1,0 +1,74 @@
+// Private: the packed-weight GEMM shared by every SIMD level — activation layout, the
+// per-level entry points, and the canonical arithmetic they all implement.
+//
+// For a token t and an output row o (see packed_weight.h for the weight side):
+//
+//   acc = +0
+//   for each segment s of n_in, in order:
+//     ia  = init[t][s] + Σ_{i ∈ s} u[o][i] · xq[t][i]       exact int32 (any instruction)
+//     acc = fma(float(ia), dw[o][s] · dx[t][s], acc)        one rounding for the product,
+//     if the type has a min:                                one for the fma
+//       acc = fma(mw[o][s], xs[t][s], acc)
+//   y[t][o] = acc
+//
+// with init = −offset · Σ_{i ∈ s} xq[t][i], dx the scale of the activation block holding s,
+// xs = dx · float(Σ_{i ∈ s} xq[t][i]). Integer sums are exact, so any instruction may form
+// ia (vpdpbusd, pmaddubsw + pmaddwd, tdpbsud, a scalar loop); from float(ia) on, every path
+// performs these operations in this order, so y is bit-identical across levels, tilings,
+// thread counts and batch compositions. matmul_reference() computes the same from the GGUF
+// blocks directly, which makes it the oracle for the packed layout too.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul.h"
+#include "kernels/packed_weight.h"
+
+namespace ubatch::kernels::detail {
+
+// A packed activation row (one per token), `stride` bytes, 64-byte aligned:
+//   xq   [n_in] int8 in natural order (zero-padded to q_bytes)
+//   init [n_seg] int32, dx [n_seg] f32, xs [n_seg] f32 (xs only when the type has a min)
+struct ActLayout {
+  int64_t n_in = 0;
+  int64_t n_seg = 0;
+  int seg = 32;
+  int act_block = 32;     // 32 (Q8_0 activations) or 256 (Q8_K, for the K-quants)
+  int64_t init_off = 0;   // bytes from the row start
+  int64_t dx_off = 0;
+  int64_t xs_off = 0;
+  int64_t stride = 0;
+};
+
+ActLayout act_layout(const PackedFormat& f, int64_t n_in);
+
+// Quantizes rows t0 .. t1 of x ([n_tokens][n_in] f32) into packed rows at x_packed + t * stride.
+// The same code for every level (activations are bit-identical inputs to every path).
+void pack_acts(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0, int64_t t1,
+               uint8_t* x_packed);
+
+// One level's GEMM over panels [p0, p1) for all n_tokens packed activation rows:
+// y[t * ldy + o] for o in [16 p0, min(16 p1, n_out)). scratch: gemm_scratch_bytes(w).
+using GemmPanelsFn = void (*)(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                              int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                              uint8_t* scratch);
+
+constexpr int kMaxPanelsPerTile = 2;  // MR: panels a micro-kernel tile covers
+inline int64_t gemm_scratch_bytes(const PackedWeight& w) {
+  return kMaxPanelsPerTile * unpacked_panel_bytes(w.fmt, w.n_in) + 4096;
+}
+
+void gemm_panels_scalar(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                        int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                        uint8_t* scratch);
+void gemm_panels_avx2(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                      int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                      uint8_t* scratch);
+void gemm_panels_avx512(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                        int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                        uint8_t* scratch);
+
+// The AVX-512 unpacker (tests compare it with unpack_panel_scalar byte for byte).
+void unpack_panel_avx512(const PackedWeight& w, int64_t p, uint8_t* out);
+
+}  // namespace ubatch::kernels::detail

@@ -1,0 +1,120 @@
+// Quantized weights repacked once, at load time, into the layout the matmul kernels stream.
+//
+// A GGUF weight [n_out, n_in] stores each row as a run of blocks (Q8_0: 32 elements, Q4_K:
+// 256, …). The kernels instead want, for 16 output rows at once, the same 4 input elements of
+// every row side by side — one 512-bit vector is then "4 bytes × 16 rows", a VNNI
+// `vpdpbusd` with 4 broadcast activation bytes produces 16 rows' partial dots (one per lane),
+// and an AMX B tile (K/4 rows × 64 bytes) is the very same bytes. No per-call unpacking of
+// GGUF blocks, no transposition in the hot loop.
+//
+// Layout (version 1; depends only on the tensor type and n_in — never on the CPU, the
+// thread count or n_out — so every instruction set reads the same bytes):
+//
+//   panel p = rows 16p .. 16p+15 (rows past n_out are zero), panels back to back;
+//   a panel is n_in / block_elems block records; a block record is
+//     header   d[16] f16 (+ m[16] f16 when the type has a min) — one per row
+//     segments block_elems / seg records of:
+//       quants  16 rows × seg elements, "step-interleaved": step k = elements 4k..4k+3 of
+//               the segment; in the unpacked view byte (k, r, b) sits at k*64 + r*4 + b:
+//
+//                 step 0: | r0 e0..e3 | r1 e0..e3 | … | r15 e0..e3 |   (64 bytes)
+//                 step 1: | r0 e4..e7 | r1 e4..e7 | … | r15 e4..e7 |
+//                 …
+//
+//               stored at the type's bit width (Bits below), u = q + offset >= 0:
+//                 B8: [S][64] u8 as above
+//                 B4: [S/2][64]: low nibble = step j, high nibble = step j + S/2
+//                 B5: B4 + hi[64]: bit k of hi[i] = bit 4 of step k's byte i (S = 8)
+//                 B6: B4 + hi[64]: bits 2k, 2k+1 of hi[i] = bits 4, 5 of step k's byte i (S = 4)
+//                 B2: [64]: bits 2k, 2k+1 of byte i = step k's byte i (S = 4)
+//       sc[16] i8 (+ mn[16] u8 with a min)  — K-quants only: integer sub-block scale/min
+//
+//   Block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): block = one 32-element segment, the header
+//   holds the block's own d (and m); dw = d, mw = m.
+//   K-quants (Q2_K .. Q6_K): block = the 256-element super-block; header d (and dmin);
+//   dw = d · sc, mw = −(dmin · mn). Both products are exact in f32 (≤ 19 significant bits).
+//
+// Each segment's contribution to y[t][o] (see matmul.h for the activation side):
+//   ia  = Σ_{i ∈ seg} u[o][i] · xq[t][i] − offset · Σ_{i ∈ seg} xq[t][i]     (exact int32)
+//   acc = fma(float(ia), dw · dx[t], acc)   then, with a min:  acc = fma(mw, xs[t], acc)
+// in segment order, acc starting at +0 — the same float operations on every path.
+//
+// Sizes per 16 rows (bytes per block record, vs the GGUF blocks): Q8_0 544 (=), Q4_0 288 (=),
+// Q4_1 320 (=), Q5_0 352 (=), Q5_1 384 (=), Q6_K 3360 (=), Q4_K 2368 (+2.8%), Q5_K 2880
+// (+2.3%), Q2_K 1600 (+19%), Q3_K 2336 (+33%: stored as B4).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+#include "common/tensor_type.h"
+
+namespace ubatch::kernels {
+
+constexpr int kPanelRows = 16;       // output rows per panel (one 512-bit vector of int32)
+constexpr int kPackedLayoutVersion = 1;
+
+enum class PackedBits : uint8_t { B2 = 2, B4 = 4, B5 = 5, B6 = 6, B8 = 8 };
+
+// How one tensor type is packed (a pure function of the type).
+struct PackedFormat {
+  TensorType type = TensorType::F32;
+  PackedBits bits = PackedBits::B8;
+  int seg = 32;           // elements per segment (the weight's sub-block: 32 or 16)
+  int steps = 8;          // seg / 4
+  int block_elems = 32;   // elements per block record (32, or 256 for the K-quants)
+  int offset = 0;         // u = q + offset
+  bool has_min = false;   // per-segment additive term mw · dx · Σ xq
+  bool k_quant = false;   // header d/dmin per super-block + integer sc/mn per segment
+  int seg_quant_bytes = 0;   // quant bytes of one segment record
+  int seg_bytes = 0;         // quants + sc/mn bytes of one segment record
+  int header_bytes = 0;      // d (and m/dmin) of one block record
+  int block_bytes = 0;       // one block record (16 rows)
+};
+
+// The format for type t; false for types without one (F32, F16, BF16).
+bool packed_format(TensorType t, PackedFormat& f);
+
+// A weight in packed layout. Owns its bytes (64-byte aligned).
+struct PackedWeight {
+  PackedFormat fmt;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  int64_t n_panels = 0;        // ceil(n_out / 16)
+  int64_t panel_bytes = 0;     // n_in / block_elems * block_bytes
+  const uint8_t* data = nullptr;  // [n_panels][panel_bytes]
+  std::unique_ptr<uint8_t, void (*)(void*)> storage{nullptr, nullptr};
+
+  size_t bytes() const { return static_cast<size_t>(n_panels * panel_bytes); }
+  const uint8_t* panel(int64_t p) const { return data + p * panel_bytes; }
+};
+
+// Repacks a GGUF weight: rows of row_bytes = tensor_row_bytes(type, n_in) at `src`.
+// Errors: type without a packed format, n_in not a multiple of the block, n_out < 1,
+// allocation failure. Packing is lossless (every bit of every block is kept).
+Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* src, int64_t n_in,
+                                                  int64_t n_out);
+
+// One row back as floats: out[i] = dw · (u − offset) + mw of its segment (f32, n_in values).
+// Equal to the value the GGUF format defines, up to the float rounding of that formula.
+void packed_dequantize_row(const PackedWeight& w, int64_t row, float* out);
+
+namespace detail {
+
+// One panel unpacked for the kernels: per segment s (n_in / seg of them), at s * stride:
+//   u[S][64] u8 (step-interleaved bytes), dw[16] f32, mw[16] f32 (has_min only).
+inline int64_t unpacked_seg_stride(const PackedFormat& f) {
+  return 64 * f.steps + 64 + (f.has_min ? 64 : 0);
+}
+inline int64_t unpacked_panel_bytes(const PackedFormat& f, int64_t n_in) {
+  return n_in / f.seg * unpacked_seg_stride(f);
+}
+
+// Scalar unpacker of panel p (the reference every SIMD unpacker must match byte for byte).
+void unpack_panel_scalar(const PackedWeight& w, int64_t p, uint8_t* out);
+
+}  // namespace detail
+
+}  // namespace ubatch::kernels

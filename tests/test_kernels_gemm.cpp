@@ -1,0 +1,142 @@
+// Packed weights and the packed GEMM: the layout against the GGUF blocks, and every SIMD
+// level bit for bit against matmul_reference (which reads the GGUF blocks, not the packed
+// copy) over row tails, token counts {1..12, 16, 17, 37} and thread counts {1, 2, 3} — which
+// pins the packed layout, cross-level bit identity and batch invariance at once.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/gemm_internal.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
+#include "kernels/packed_weight.h"
+#include "kernels/quant.h"
+#include "kernels/thread_pool.h"
+#include "kernel_test_data.h"
+
+namespace ubatch::kernels {
+namespace {
+
+const TensorType kQuantTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
+                                  TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K,
+                                  TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                                  TensorType::Q6_K};
+
+std::vector<int64_t> gemm_widths(TensorType t) {
+  PackedFormat f;
+  packed_format(t, f);
+  if (f.k_quant) return {256, 512, 1280};
+  return {32, 96, 640, 2048};
+}
+
+std::vector<SimdLevel> levels() {
+  std::vector<SimdLevel> l = {SimdLevel::Scalar};
+  if (cpu_features().avx2) l.push_back(SimdLevel::Avx2);
+  if (cpu_features().avx512 && cpu_features().avx512_vnni) l.push_back(SimdLevel::Avx512);
+  return l;
+}
+
+std::string name(TensorType t, int64_t n_in, int64_t n_out) {
+  return std::string(tensor_type_name(t)) + " n_in=" + std::to_string(n_in) +
+         " n_out=" + std::to_string(n_out);
+}
+
+TEST(PackedWeight, FormatsAreConsistent) {
+  for (TensorType t : kQuantTypes) {
+    PackedFormat f;
+    ASSERT_TRUE(packed_format(t, f)) << tensor_type_name(t);
+    EXPECT_EQ(f.steps * 4, f.seg);
+    EXPECT_EQ(f.block_elems % f.seg, 0);
+    // Within a few percent of the GGUF size, except Q2_K/Q3_K (documented in packed_weight.h).
+    const double gguf = double(tensor_row_bytes(t, f.block_elems)) * kPanelRows;
+    const double ratio = f.block_bytes / gguf;
+    EXPECT_GE(ratio, 1.0) << tensor_type_name(t);
+    if (t != TensorType::Q2_K && t != TensorType::Q3_K) EXPECT_LE(ratio, 1.03) << tensor_type_name(t);
+  }
+  PackedFormat f;
+  EXPECT_FALSE(packed_format(TensorType::F16, f));
+}
+
+TEST(PackedWeight, RejectsBadShapes) {
+  std::vector<uint8_t> bytes(4096);
+  EXPECT_FALSE(pack_weight(TensorType::F32, bytes.data(), 32, 1).is_ok());
+  EXPECT_FALSE(pack_weight(TensorType::Q4_K, bytes.data(), 32, 1).is_ok());
+  EXPECT_FALSE(pack_weight(TensorType::Q8_0, bytes.data(), 32, 0).is_ok());
+}
+
+TEST(PackedWeight, DequantizesLikeTheGgufBlocks) {
+  for (TensorType t : kQuantTypes)
+    for (int64_t n_in : gemm_widths(t))
+      for (int64_t n_out : {1, 16, 37}) {
+        const Weights w = random_weights(t, n_in, n_out, 7u + static_cast<uint32_t>(n_in + n_out));
+        auto pw = pack_weight(t, w.data.data(), n_in, n_out);
+        ASSERT_TRUE(pw.is_ok()) << pw.message();
+        EXPECT_EQ((*pw)->n_panels, (n_out + 15) / 16);
+        std::vector<float> a(n_in), b(n_in);
+        for (int64_t r = 0; r < n_out; ++r) {
+          dequantize_row(t, w.data.data() + r * w.view.row_bytes, a.data(), n_in);
+          packed_dequantize_row(**pw, r, b.data());
+          for (int64_t i = 0; i < n_in; ++i)
+            ASSERT_NEAR(a[i], b[i], 1e-6f * (1.0f + std::fabs(a[i])))
+                << name(t, n_in, n_out) << " row " << r << " i " << i;
+        }
+      }
+}
+
+TEST(PackedWeight, SimdUnpackerMatchesScalar) {
+  if (!(cpu_features().avx512 && cpu_features().avx512_vnni))
+    GTEST_SKIP() << "SKIPPED: this CPU has no AVX-512 VNNI";
+  for (TensorType t : kQuantTypes) {
+    const int64_t n_in = gemm_widths(t).back();
+    const Weights w = random_weights(t, n_in, 20, 3);
+    auto pw = pack_weight(t, w.data.data(), n_in, 20);
+    ASSERT_TRUE(pw.is_ok());
+    const size_t n = static_cast<size_t>(detail::unpacked_panel_bytes((*pw)->fmt, n_in));
+    for (int64_t p = 0; p < (*pw)->n_panels; ++p) {
+      std::vector<uint8_t> a(n), b(n);
+      detail::unpack_panel_scalar(**pw, p, a.data());
+      detail::unpack_panel_avx512(**pw, p, b.data());
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n)) << tensor_type_name(t) << " panel " << p;
+    }
+  }
+}
+
+// Every level, token count and thread count gives matmul_reference's bits.
+TEST(PackedGemm, EveryLevelBitIdenticalToReference) {
+  const int64_t kTokens[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 17, 37};
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int n : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n));
+  std::printf("levels:");
+  for (SimdLevel l : levels()) std::printf(" %s", simd_level_name(l));
+  std::printf("%s\n", cpu_features().avx512_vnni ? "" : " (avx512: SKIPPED, no AVX-512 VNNI on this CPU)");
+  for (TensorType t : kQuantTypes)
+    for (int64_t n_in : gemm_widths(t))
+      for (int64_t n_out : {16, 37, 64}) {
+        const Weights w = random_weights(t, n_in, n_out, 11u + static_cast<uint32_t>(n_in * 3 + n_out));
+        auto pw = pack_weight(t, w.data.data(), n_in, n_out);
+        ASSERT_TRUE(pw.is_ok()) << pw.message();
+        const int64_t T = 37;
+        const std::vector<float> x = random_x(T, n_in, 5u + static_cast<uint32_t>(n_in));
+        std::vector<float> ref(T * n_out);
+        matmul_reference(w.view, x.data(), T, ref.data());
+        WeightView pv = w.view;
+        pv.packed = pw->get();
+        for (SimdLevel level : levels())
+          for (auto& pool : pools)
+            for (int64_t nt : kTokens) {
+              if (pool->n_threads() > 1 && nt != 1 && nt != 17 && nt != 37) continue;
+              std::vector<float> y(nt * n_out, -7.0f);
+              detail::matmul_at_level(level, pv, x.data(), nt, y.data(), *pool);
+              ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)))
+                  << name(t, n_in, n_out) << " level " << simd_level_name(level) << " n_tokens " << nt
+                  << " threads " << pool->n_threads();
+            }
+      }
+}
+
+}  // namespace
+}  // namespace ubatch::kernels
