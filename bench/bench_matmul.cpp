@@ -7,12 +7,15 @@
 //       build/libubatch_common.a -lfmt -pthread -o build/bench_matmul
 // Run:
 //   build/bench_matmul TYPE N_OUT N_IN THREADS N_TOKENS...    e.g. Q8_0 262144 640 2 1 8 32
-// UBATCH_SIMD=scalar|avx2|avx512 caps the SIMD level as for the engine.
+// UBATCH_SIMD=scalar|avx2|avx512 caps the SIMD level as for the engine. Quantized weights are
+// repacked first (kernels/packed_weight.h), as the model does at load; UBATCH_UNPACKED=1
+// times the older per-call-unpacking path instead. GB/s counts the bytes the path streams.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +26,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/packed_weight.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 
@@ -112,7 +116,22 @@ int main(int argc, char** argv) {
   w.n_out = n_out;
   w.row_bytes = tensor_row_bytes(type, n_in);
   ThreadPool pool(threads);
-  const double gbytes = double(data.size()) / 1e9;
+  double gbytes = double(data.size()) / 1e9;
+  std::unique_ptr<PackedWeight> packed;
+  if (!std::getenv("UBATCH_UNPACKED")) {
+    PackedFormat f;
+    if (packed_format(type, f)) {
+      auto pw = pack_weight(type, data.data(), n_in, n_out);
+      if (!pw) {
+        std::fprintf(stderr, "%s\n", pw.message().c_str());
+        return 2;
+      }
+      packed = std::move(pw.value());
+      w.packed = packed.get();
+      gbytes = double(packed->bytes()) / 1e9;
+      std::printf("packed: %.1f MB\n", packed->bytes() / 1e6);
+    }
+  }
   std::printf("%s [%lld x %lld] %.1f MB, %d threads, level %s\n", argv[1], (long long)n_out,
               (long long)n_in, data.size() / 1e6, threads,
               simd_level_name(detail::matmul_level()));

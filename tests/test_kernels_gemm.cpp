@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/amx.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_internal.h"
 #include "kernels/matmul.h"
@@ -37,6 +38,7 @@ std::vector<SimdLevel> levels() {
   std::vector<SimdLevel> l = {SimdLevel::Scalar};
   if (cpu_features().avx2) l.push_back(SimdLevel::Avx2);
   if (cpu_features().avx512 && cpu_features().avx512_vnni) l.push_back(SimdLevel::Avx512);
+  if (l.back() == SimdLevel::Avx512 && amx_available()) l.push_back(SimdLevel::Amx);
   return l;
 }
 
@@ -55,7 +57,9 @@ TEST(PackedWeight, FormatsAreConsistent) {
     const double gguf = double(tensor_row_bytes(t, f.block_elems)) * kPanelRows;
     const double ratio = f.block_bytes / gguf;
     EXPECT_GE(ratio, 1.0) << tensor_type_name(t);
-    if (t != TensorType::Q2_K && t != TensorType::Q3_K) EXPECT_LE(ratio, 1.03) << tensor_type_name(t);
+    if (t != TensorType::Q2_K && t != TensorType::Q3_K) {
+      EXPECT_LE(ratio, 1.03) << tensor_type_name(t);
+    }
   }
   PackedFormat f;
   EXPECT_FALSE(packed_format(TensorType::F16, f));
@@ -112,7 +116,10 @@ TEST(PackedGemm, EveryLevelBitIdenticalToReference) {
   for (int n : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n));
   std::printf("levels:");
   for (SimdLevel l : levels()) std::printf(" %s", simd_level_name(l));
-  std::printf("%s\n", cpu_features().avx512_vnni ? "" : " (avx512: SKIPPED, no AVX-512 VNNI on this CPU)");
+  std::string why;
+  if (!cpu_features().avx512_vnni) std::printf(" | avx512: SKIPPED, no AVX-512 VNNI on this CPU");
+  if (!amx_available(&why)) std::printf(" | amx: SKIPPED, %s", why.c_str());
+  std::printf("\n");
   for (TensorType t : kQuantTypes)
     for (int64_t n_in : gemm_widths(t))
       for (int64_t n_out : {16, 37, 64}) {

@@ -72,6 +72,17 @@ void apply_roofline(BenchResult& r, const ModelCost& cost, double bw_gbps, doubl
   r.prompt_peak_share = peak_gflops > 0 ? r.prompt_gflops / peak_gflops : 0.0;
 }
 
+void apply_int8_roofline(BenchResult& r, const Int8Peaks* peaks, bool amx_level) {
+  r.prompt_int8_share = r.prompt_amx_share = 0.0;
+  r.int8_isa.clear();
+  if (!peaks || r.prompt_gflops <= 0) return;
+  if (const Int8Peak* v = peaks->best_vector(); v && v->gops() > 0) {
+    r.int8_isa = int8_isa_name(v->isa);
+    r.prompt_int8_share = r.prompt_gflops / v->gops();
+  }
+  if (amx_level && peaks->amx.measured && peaks->amx.gops() > 0) r.prompt_amx_share = r.prompt_gflops / peaks->amx.gops();
+}
+
 int32_t kv_cells_needed(const std::vector<BenchTest>& tests, int32_t block_size) {
   int64_t need = block_size;
   for (const BenchTest& t : tests) {
@@ -179,6 +190,12 @@ double MachineInfo::peak_for(int n_threads) const {
   return 0.0;
 }
 
+const Int8Peaks* MachineInfo::int8_peaks_for(int n_threads) const {
+  for (const Int8Peaks& p : int8_peaks)
+    if (p.n_threads == n_threads) return &p;
+  return nullptr;
+}
+
 std::string describe_model(const Model& model, const ModelCost& cost) {
   const double p = static_cast<double>(cost.n_params);
   const std::string params = p >= 1e9 ? fmt::format("{:.1f}B", p / 1e9)
@@ -199,6 +216,13 @@ std::string size_str(size_t bytes) {
   return b >= double(1u << 30) ? fmt::format("{:.2f} GiB", b / double(1u << 30)) : fmt::format("{:.2f} MiB", b / double(1u << 20));
 }
 
+// A CSV field in double quotes, inner quotes doubled.
+std::string csv_quote(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 std::string params_str(uint64_t n) {
   const double p = static_cast<double>(n);
   return p >= 1e9 ? fmt::format("{:.2f} B", p / 1e9) : fmt::format("{:.2f} M", p / 1e6);
@@ -210,21 +234,26 @@ std::string bw_cell(const BenchResult& r) {
   return fmt::format("{:.2f} GB/s ({:.0f}% bw)", r.gen_gbps, 100.0 * r.gen_bw_share);
 }
 
+// "40.00 GFLOP/s (40% peak, 5% avx512-vnni, 1% amx)": the shares that were measured.
 std::string peak_cell(const BenchResult& r) {
   if (r.test.n_prompt <= 0 || r.prompt_gflops <= 0) return "-";
-  if (r.prompt_peak_share <= 0) return fmt::format("{:.2f} GFLOP/s", r.prompt_gflops);
-  return fmt::format("{:.2f} GFLOP/s ({:.0f}% peak)", r.prompt_gflops, 100.0 * r.prompt_peak_share);
+  std::string shares;
+  auto add = [&](double share, const std::string& what) {
+    if (share > 0) shares += fmt::format("{}{:.0f}% {}", shares.empty() ? "" : ", ", 100.0 * share, what);
+  };
+  add(r.prompt_peak_share, "peak");
+  add(r.prompt_int8_share, r.int8_isa);
+  add(r.prompt_amx_share, "amx");
+  if (shares.empty()) return fmt::format("{:.2f} GFLOP/s", r.prompt_gflops);
+  return fmt::format("{:.2f} GFLOP/s ({})", r.prompt_gflops, shares);
 }
 
 }  // namespace
 
-std::string format_markdown(const BenchReport& rep) {
+std::string format_machine_markdown(const MachineInfo& m) {
   std::string out;
-  const MachineInfo& m = rep.machine;
-  out += fmt::format("- model: {} ({}, {} params, {} streamed per decode step)\n", rep.model.path,
-                     size_str(rep.model.cost.weight_bytes), params_str(rep.model.cost.n_params),
-                     size_str(rep.model.cost.streamed_bytes));
-  out += fmt::format("- machine: {} hardware threads, SIMD {}\n", m.hw_threads, m.simd);
+  out += fmt::format("- machine: {} hardware threads, SIMD {}{}\n", m.hw_threads, m.simd,
+                     m.simd_reason.empty() ? "" : " (" + m.simd_reason + ")");
   if (m.bandwidth_given)
     out += fmt::format("- memory read bandwidth: {:.2f} GB/s (given)\n", m.bandwidth.gbps);
   else if (m.bandwidth.gbps > 0)
@@ -238,6 +267,18 @@ std::string format_markdown(const BenchReport& rep) {
                          p.n_threads, p.peak.gflops, tensor_type_name(p.peak.type), p.peak.n_rows, p.peak.n_in,
                          p.peak.n_tokens);
   }
+  for (const Int8Peaks& p : m.int8_peaks)
+    out += fmt::format("- int8 peak ({} threads): {}\n", p.n_threads, describe_int8_peaks(p));
+  return out;
+}
+
+std::string format_markdown(const BenchReport& rep) {
+  std::string out;
+  const MachineInfo& m = rep.machine;
+  out += fmt::format("- model: {} ({}, {} params, {} streamed per decode step)\n", rep.model.path,
+                     size_str(rep.model.cost.weight_bytes), params_str(rep.model.cost.n_params),
+                     size_str(rep.model.cost.streamed_bytes));
+  out += format_machine_markdown(m);
   out += fmt::format("- repetitions: {}, seed {}\n\n", rep.options.reps, rep.options.seed);
 
   bool any_single = false, any_batched = false;
@@ -273,19 +314,19 @@ std::string format_csv(const BenchReport& rep) {
   std::string out =
       "model,test,n_prompt,n_gen,n_seq,threads,n_batch,n_ubatch,reps,"
       "prompt_tps_mean,prompt_tps_sd,gen_tps_mean,gen_tps_sd,total_tps_mean,total_tps_sd,"
-      "gen_weight_gbps,gen_bw_share,prompt_gflops,prompt_peak_share,mem_bw_gbps,matmul_peak_gflops\n";
-  auto quote = [](const std::string& s) {
-    std::string q = "\"";
-    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
+      "gen_weight_gbps,gen_bw_share,prompt_gflops,prompt_peak_share,mem_bw_gbps,matmul_peak_gflops,"
+      "simd,int8_isa,int8_peak_gops,prompt_int8_share,amx_peak_gops,prompt_amx_share\n";
   for (const BenchResult& r : rep.results) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}\n",
-                       quote(rep.model.desc), quote(r.test.name()), r.test.n_prompt, r.test.n_gen, r.test.n_seq,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}",
+                       csv_quote(rep.model.desc), csv_quote(r.test.name()), r.test.n_prompt, r.test.n_gen, r.test.n_seq,
                        r.n_threads, r.config.n_batch, r.n_ubatch, r.prompt_s.size(), r.prompt_tps.mean,
                        r.prompt_tps.sd, r.gen_tps.mean, r.gen_tps.sd, r.total_tps.mean, r.total_tps.sd, r.gen_gbps,
                        r.gen_bw_share, r.prompt_gflops, r.prompt_peak_share, rep.machine.bandwidth.gbps,
                        rep.machine.peak_for(r.n_threads));
+    const Int8Peaks* p8 = rep.machine.int8_peaks_for(r.n_threads);
+    const Int8Peak* vec = p8 ? p8->best_vector() : nullptr;
+    out += fmt::format(",{},{},{:.4f},{:.4f},{:.4f},{:.4f}\n", csv_quote(rep.machine.simd), csv_quote(r.int8_isa),
+                       vec ? vec->gops() : 0.0, r.prompt_int8_share, p8 ? p8->amx.gops() : 0.0, r.prompt_amx_share);
   }
   return out;
 }
@@ -295,6 +336,44 @@ nlohmann::json summary_json(const Summary& s) {
   return {{"n", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"min", s.min}, {"max", s.max}};
 }
 }  // namespace
+
+nlohmann::json machine_json(const MachineInfo& m) {
+  nlohmann::json peaks = nlohmann::json::array();
+  for (const MachineInfo::Peak& p : m.peaks)
+    peaks.push_back({{"n_threads", p.n_threads},
+                     {"gflops", p.peak.gflops},
+                     {"given", m.peak_given},
+                     {"type", std::string(tensor_type_name(p.peak.type))},
+                     {"n_rows", p.peak.n_rows},
+                     {"n_in", p.peak.n_in},
+                     {"n_tokens", p.peak.n_tokens}});
+  nlohmann::json int8 = nlohmann::json::array();
+  for (const Int8Peaks& p : m.int8_peaks) int8.push_back(int8_peaks_json(p));
+  return {{"simd", m.simd},
+          {"simd_reason", m.simd_reason},
+          {"hw_threads", m.hw_threads},
+          {"mem_read_bw", {{"gbps", m.bandwidth.gbps},
+                           {"mean_gbps", m.bandwidth.mean_gbps},
+                           {"given", m.bandwidth_given},
+                           {"buffer_bytes", m.bandwidth.buffer_bytes},
+                           {"n_threads", m.bandwidth.n_threads},
+                           {"n_runs", m.bandwidth.n_runs}}},
+          {"matmul_peak", peaks},
+          {"int8_peak", int8}};
+}
+
+std::string format_peaks_csv(const MachineInfo& m) {
+  std::string out = "probe,n_threads,isa,measured,gbps,gmacs,gops,note\n";
+  if (m.bandwidth.gbps > 0)
+    out += fmt::format("mem_read_bw,{},,1,{:.4f},,,{}\n", m.bandwidth.n_threads, m.bandwidth.gbps,
+                       csv_quote(m.bandwidth_given ? "given" : fmt::format("{} MiB, best of {}", m.bandwidth.buffer_bytes >> 20,
+                                                                      m.bandwidth.n_runs)));
+  for (const Int8Peaks& p : m.int8_peaks)
+    for (const Int8Peak* q : {&p.avx512_vnni, &p.avx2, &p.amx})
+      out += fmt::format("int8_peak,{},{},{},,{:.4f},{:.4f},{}\n", p.n_threads, int8_isa_name(q->isa),
+                         q->measured ? 1 : 0, q->gmacs, q->gops(), csv_quote(q->why));
+  return out;
+}
 
 nlohmann::json to_json(const BenchReport& rep) {
   nlohmann::json j;
@@ -307,25 +386,7 @@ nlohmann::json to_json(const BenchReport& rep) {
                 {"layer_matmul_params", c.layer_params},
                 {"output_params", c.output_params},
                 {"main_type", std::string(tensor_type_name(c.main_type))}};
-  const MachineInfo& m = rep.machine;
-  nlohmann::json peaks = nlohmann::json::array();
-  for (const MachineInfo::Peak& p : m.peaks)
-    peaks.push_back({{"n_threads", p.n_threads},
-                     {"gflops", p.peak.gflops},
-                     {"given", m.peak_given},
-                     {"type", std::string(tensor_type_name(p.peak.type))},
-                     {"n_rows", p.peak.n_rows},
-                     {"n_in", p.peak.n_in},
-                     {"n_tokens", p.peak.n_tokens}});
-  j["machine"] = {{"simd", m.simd},
-                  {"hw_threads", m.hw_threads},
-                  {"mem_read_bw", {{"gbps", m.bandwidth.gbps},
-                                   {"mean_gbps", m.bandwidth.mean_gbps},
-                                   {"given", m.bandwidth_given},
-                                   {"buffer_bytes", m.bandwidth.buffer_bytes},
-                                   {"n_threads", m.bandwidth.n_threads},
-                                   {"n_runs", m.bandwidth.n_runs}}},
-                  {"matmul_peak", peaks}};
+  j["machine"] = machine_json(rep.machine);
   j["options"] = {{"reps", rep.options.reps}, {"seed", rep.options.seed}, {"warmup", rep.options.warmup},
                   {"kv_type", std::string(tensor_type_name(rep.options.kv_type))}};
   nlohmann::json results = nlohmann::json::array();
@@ -346,7 +407,10 @@ nlohmann::json to_json(const BenchReport& rep) {
                        {"gen_weight_gbps", r.gen_gbps},
                        {"gen_bw_share", r.gen_bw_share},
                        {"prompt_gflops", r.prompt_gflops},
-                       {"prompt_peak_share", r.prompt_peak_share}});
+                       {"prompt_peak_share", r.prompt_peak_share},
+                       {"int8_isa", r.int8_isa},
+                       {"prompt_int8_share", r.prompt_int8_share},
+                       {"prompt_amx_share", r.prompt_amx_share}});
   }
   j["results"] = results;
   return j;

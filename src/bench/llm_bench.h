@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/int8_peak.h"
 #include "bench/membw.h"
 #include "bench/roofline.h"
 #include "bench/stats.h"
@@ -77,6 +78,12 @@ struct BenchResult {
   double gen_bw_share = 0.0;    // gen_gbps / measured read bandwidth
   double prompt_gflops = 0.0;   // mean 2·MACs/s of the prompt phase, 10^9
   double prompt_peak_share = 0.0;  // prompt_gflops / measured matmul peak
+  // int8 roofline (0 / "" when not measured): the prompt rate as a share of the int8
+  // multiply-accumulate peak (bench/int8_peak.h) of the best non-AMX ISA, and of the AMX peak
+  // when the SIMD level is amx.
+  double prompt_int8_share = 0.0;  // prompt_gflops / int8_isa peak GOP/s
+  std::string int8_isa;            // "avx512-vnni" or "avx2": the ISA of prompt_int8_share
+  double prompt_amx_share = 0.0;   // prompt_gflops / AMX peak GOP/s (SIMD level amx only)
 };
 
 // Rates from the per-repetition times (fills the three Summary fields).
@@ -84,6 +91,11 @@ void compute_rates(BenchResult& r);
 // Roofline fields from the model cost, the measured bandwidth (GB/s, 0: unknown) and matmul
 // peak (GFLOP/s, 0: unknown).
 void apply_roofline(BenchResult& r, const ModelCost& cost, double bw_gbps, double peak_gflops);
+
+// int8 roofline fields from the prompt rate (call after apply_roofline) and the int8 peaks
+// measured with r.n_threads threads (nullptr: unknown, fields stay 0); amx_level: the SIMD
+// level is amx, so the AMX share is filled too.
+void apply_int8_roofline(BenchResult& r, const Int8Peaks* peaks, bool amx_level);
 
 // KV cells a context needs to run every test in `tests`.
 int32_t kv_cells_needed(const std::vector<BenchTest>& tests, int32_t block_size);
@@ -95,6 +107,7 @@ Result<BenchResult> run_test(Context& ctx, const BenchConfig& config, const Benc
 
 struct MachineInfo {
   std::string simd;              // kernels::simd_level_name
+  std::string simd_reason;       // kernels::simd_level_reason(): why not one level higher ("" at amx)
   int hw_threads = 0;
   BandwidthResult bandwidth;     // gbps 0: not measured
   bool bandwidth_given = false;  // --bw-gbps overrode the probe
@@ -105,6 +118,8 @@ struct MachineInfo {
   std::vector<Peak> peaks;       // per thread count
   bool peak_given = false;       // --peak-gflops overrode the probe
   double peak_for(int n_threads) const;  // 0 if unknown
+  std::vector<Int8Peaks> int8_peaks;  // per thread count; empty: not measured
+  const Int8Peaks* int8_peaks_for(int n_threads) const;  // nullptr if not measured
 };
 
 struct ModelInfo {
@@ -126,5 +141,12 @@ struct BenchReport {
 std::string format_markdown(const BenchReport& report);
 std::string format_csv(const BenchReport& report);
 nlohmann::json to_json(const BenchReport& report);
+
+// The machine part of the reports (for `ubatch bench --peaks-only` too): Markdown list lines
+// (SIMD level and reason, bandwidth, matmul and int8 peaks), the JSON "machine" object, and
+// CSV with one row per probe: probe,n_threads,isa,measured,gbps,gmacs,gops,note.
+std::string format_machine_markdown(const MachineInfo& machine);
+nlohmann::json machine_json(const MachineInfo& machine);
+std::string format_peaks_csv(const MachineInfo& machine);
 
 }  // namespace ubatch::bench

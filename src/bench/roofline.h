@@ -24,6 +24,10 @@
 // the product for ≥ 50 ms; best of n_runs, FLOP/s = 2 × MACs / s. It is
 // the rate the forward pass would reach if it did nothing but matmuls on data in cache —
 // activation quantization included, as in the forward pass.
+//
+// A second, instruction-level ceiling comes from bench/int8_peak.h: the int8 multiply-
+// accumulate peak of each ISA (AVX-512 VNNI, AVX2, AMX) measured with register-only loops;
+// the prompt rate is also reported as a share of those (apply_int8_roofline in llm_bench.h).
 #pragma once
 
 #include <cstddef>

@@ -129,6 +129,7 @@ void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,
                float* scratch, int head_begin, int head_end) {
   switch (simd_level()) {
+    case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512:
       check_shape(shape, n_cells, scratch, head_begin, head_end);
       return avx512::attention(shape, q, k_cache, v_cache, cells, n_cells, out, scratch,

@@ -1,9 +1,83 @@
 #include "kernels/cpu_features.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/amx.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace ubatch::kernels {
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// XCR0 (which register states the OS saves and restores); 0 when OSXSAVE is off.
+uint64_t read_xcr0() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0;  // CPUID.1:ECX[27] OSXSAVE
+  uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+#endif
+
+// The levels below Amx, from the CPU alone; *why: why the next one up is missing.
+SimdLevel vector_level(const CpuFeatures& f, std::string* why) {
+  if (!f.avx2) return *why = "avx2 not used: CPU has no AVX2+FMA+F16C", SimdLevel::Scalar;
+  if (!f.avx512) return *why = "avx512 not used: CPU has no AVX-512 (F, BW, VL, DQ)", SimdLevel::Avx2;
+  return SimdLevel::Avx512;
+}
+
+// Highest level the CPU allows; AMX is checked (and requested) only when check_amx.
+SimdLevel detect_level(bool check_amx, std::string* why) {
+  const CpuFeatures& f = cpu_features();
+  std::string reason;
+  SimdLevel level = vector_level(f, &reason);
+  if (level == SimdLevel::Avx512) {
+    std::string amx_why;
+    if (!f.avx512_vnni) {
+      reason = "amx not used: CPU has no AVX-512 VNNI";
+    } else if (!check_amx) {
+      reason.clear();  // not asked: the caller's cap is the reason
+    } else if (amx_available(&amx_why)) {
+      level = SimdLevel::Amx;
+    } else {
+      reason = "amx not used: " + amx_why;
+    }
+  }
+  if (why) *why = reason;
+  return level;
+}
+
+struct LevelChoice {
+  SimdLevel level = SimdLevel::Scalar;
+  std::string reason;
+};
+
+const LevelChoice& level_choice() {
+  static const LevelChoice choice = [] {
+    LevelChoice c;
+    const char* env = std::getenv("UBATCH_SIMD");
+    bool ok = true;
+    const SimdLevel cap = parse_simd_cap(env, &ok);
+    if (!ok)
+      std::fprintf(stderr, "ubatch: warning: UBATCH_SIMD=%s is not one of amx, avx512, avx2, scalar; ignored\n", env);
+    c.level = detect_level(cap == SimdLevel::Amx, &c.reason);
+    if (cap < c.level || (c.level != SimdLevel::Amx && c.reason.empty())) {
+      c.level = cap;
+      c.reason = std::string("capped by UBATCH_SIMD=") + env;
+    }
+    return c;
+  }();
+  return choice;
+}
+
+}  // namespace
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = [] {
@@ -15,33 +89,42 @@ const CpuFeatures& cpu_features() {
     f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+      const unsigned max_subleaf = a;
+      f.amx_int8 = (d & (1u << 24)) && (d & (1u << 25));  // AMX-TILE, AMX-INT8
+      if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = f.avx2 && (a & (1u << 4));
+    }
+    const uint64_t xcr0 = read_xcr0();
+    f.os_amx = (xcr0 & (uint64_t{1} << 17)) && (xcr0 & (uint64_t{1} << 18));
 #endif
     return f;
   }();
   return features;
 }
 
-SimdLevel simd_level() {
-  static const SimdLevel level = [] {
-    const CpuFeatures& f = cpu_features();
-    SimdLevel best = f.avx512 ? SimdLevel::Avx512 : f.avx2 ? SimdLevel::Avx2 : SimdLevel::Scalar;
-    if (const char* env = std::getenv("UBATCH_SIMD")) {
-      SimdLevel cap = best;
-      if (std::strcmp(env, "scalar") == 0) cap = SimdLevel::Scalar;
-      else if (std::strcmp(env, "avx2") == 0) cap = SimdLevel::Avx2;
-      else if (std::strcmp(env, "avx512") == 0) cap = SimdLevel::Avx512;
-      if (cap < best) best = cap;
-    }
-    return best;
-  }();
-  return level;
+SimdLevel parse_simd_cap(const char* text, bool* ok) {
+  if (ok) *ok = true;
+  if (!text || !*text || std::strcmp(text, "amx") == 0) return SimdLevel::Amx;
+  if (std::strcmp(text, "avx512") == 0) return SimdLevel::Avx512;
+  if (std::strcmp(text, "avx2") == 0) return SimdLevel::Avx2;
+  if (std::strcmp(text, "scalar") == 0) return SimdLevel::Scalar;
+  if (ok) *ok = false;
+  return SimdLevel::Amx;
 }
+
+SimdLevel cpu_simd_level(std::string* why) { return detect_level(true, why); }
+
+SimdLevel simd_level() { return level_choice().level; }
+
+const char* simd_level_reason() { return level_choice().reason.c_str(); }
 
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
     case SimdLevel::Scalar: return "scalar";
     case SimdLevel::Avx2: return "avx2";
     case SimdLevel::Avx512: return "avx512";
+    case SimdLevel::Amx: return "amx";
   }
   return "?";
 }

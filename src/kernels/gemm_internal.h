@@ -68,6 +68,12 @@ void gemm_panels_avx512(const PackedWeight& w, const ActLayout& a, const uint8_t
                         int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
                         uint8_t* scratch);
 
+// AMX (kernels/amx.h): blocks of 16 tokens on int8 tiles, the remaining tokens on AVX-512.
+// Callers check amx_available() first.
+void gemm_panels_amx(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                     int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                     uint8_t* scratch);
+
 // The AVX-512 unpacker (tests compare it with unpack_panel_scalar byte for byte).
 void unpack_panel_avx512(const PackedWeight& w, int64_t p, uint8_t* out);
 

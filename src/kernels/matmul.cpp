@@ -212,7 +212,8 @@ thread_local Scratch t_gemm_scratch;  // per thread: unpacked weight panels
 void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64_t n_tokens,
                    float* y, ThreadPool& pool) {
   GemmPanelsFn gemm = &gemm_panels_scalar;
-  if (level >= SimdLevel::Avx512) gemm = &gemm_panels_avx512;
+  if (level == SimdLevel::Amx) gemm = &gemm_panels_amx;
+  else if (level == SimdLevel::Avx512) gemm = &gemm_panels_avx512;
   else if (level == SimdLevel::Avx2) gemm = &gemm_panels_avx2;
   const ActLayout a = act_layout(w.fmt, w.n_in);
   uint8_t* xp = t_acts.get(static_cast<size_t>(n_tokens * a.stride));
@@ -265,7 +266,7 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
     return;
   }
 
-  const Backend& be = level == SimdLevel::Avx512 ? backend_avx512() : backend_avx2();
+  const Backend& be = level >= SimdLevel::Avx512 ? backend_avx512() : backend_avx2();
   if (is_float_type(w.type)) {
     pool.run([&](int ith, int nth) {
       int64_t r0, r1;

@@ -100,6 +100,7 @@ void silu(const float* x, float* y, int64_t n) {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   switch (simd_level()) {
+    case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512: return avx512::rms_norm(x, w, y, n, eps);
     case SimdLevel::Avx2: return avx2::rms_norm(x, w, y, n, eps);
     case SimdLevel::Scalar: break;
@@ -116,6 +117,7 @@ void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base
 
 void softmax(float* x, int64_t n) {
   switch (simd_level()) {
+    case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512: return avx512::softmax(x, n);
     case SimdLevel::Avx2: return avx2::softmax(x, n);
     case SimdLevel::Scalar: break;
@@ -125,6 +127,7 @@ void softmax(float* x, int64_t n) {
 
 void gelu_tanh(const float* x, float* y, int64_t n) {
   switch (simd_level()) {
+    case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512: return avx512::gelu_tanh(x, y, n);
     case SimdLevel::Avx2: return avx2::gelu_tanh(x, y, n);
     case SimdLevel::Scalar: break;
@@ -134,6 +137,7 @@ void gelu_tanh(const float* x, float* y, int64_t n) {
 
 void silu(const float* x, float* y, int64_t n) {
   switch (simd_level()) {
+    case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512: return avx512::silu(x, y, n);
     case SimdLevel::Avx2: return avx2::silu(x, y, n);
     case SimdLevel::Scalar: break;

@@ -1,13 +1,15 @@
 // `ubatch bench`: prompt-processing, generation and batched throughput of the engine on
 // random token ids, over repetitions and every combination of --threads, --n-batch and
 // --n-ubatch, with each result's share of the measured roofline (memory read bandwidth for
-// generation, the matmul kernel's peak for prompt processing). Logic in bench/llm_bench.h;
-// usage in docs/BENCH_TOOLS.md.
+// generation, the matmul kernel's peak and the int8 multiply-accumulate peaks for prompt
+// processing). --peaks-only runs just the machine probes (bandwidth, int8 peaks), no model.
+// Logic in bench/llm_bench.h; usage in docs/BENCH_TOOLS.md.
 #include <fmt/format.h>
 #include <set>
 #include <thread>
 
 #include "bench/args.h"
+#include "bench/int8_peak.h"
 #include "bench/llm_bench.h"
 #include "bench/membw.h"
 #include "bench/roofline.h"
@@ -28,6 +30,7 @@ struct BenchCliOptions {
   uint64_t seed = 1234;
   bool no_warmup = false;
   bool no_roofline = false;
+  bool peaks_only = false;
   double bw_gbps = 0, peak_gflops = 0;
   int64_t bw_mib = 0;
   int probe_runs = 5;
@@ -38,6 +41,49 @@ template <typename T>
 bool ok_or_print(const Result<T>& r) {
   if (!r) fmt::print(stderr, "error: {}\n", r.message());
   return r.is_ok();
+}
+
+// The machine probes that need no model, unless --no-roofline: memory read bandwidth with the
+// largest thread count (or --bw-gbps), then the int8 peaks per thread count. False on error
+// (printed).
+bool probe_machine(const BenchCliOptions& o, const std::set<int64_t>& thread_counts, bench::MachineInfo& m) {
+  using namespace ubatch::bench;
+  m.simd = kernels::simd_level_name(kernels::simd_level());
+  m.simd_reason = kernels::simd_level_reason();
+  if (o.bw_gbps > 0) {
+    m.bandwidth.gbps = o.bw_gbps;
+    m.bandwidth_given = true;
+  } else if (!o.no_roofline) {
+    kernels::ThreadPool pool(static_cast<int>(*thread_counts.rbegin()));
+    const size_t bytes = o.bw_mib > 0 ? static_cast<size_t>(o.bw_mib) << 20 : default_bandwidth_buffer_bytes();
+    fmt::print(stderr, "bench: measuring memory read bandwidth ({} MiB, {} threads)...\n", bytes >> 20, pool.n_threads());
+    Result<BandwidthResult> bw = measure_read_bandwidth(pool, bytes, o.probe_runs);
+    if (!ok_or_print(bw)) return false;
+    m.bandwidth = bw.value();
+  }
+  if (o.no_roofline) return true;
+  for (int64_t t : thread_counts) {
+    kernels::ThreadPool pool(static_cast<int>(t));
+    fmt::print(stderr, "bench: measuring int8 multiply-accumulate peaks ({} threads)...\n", pool.n_threads());
+    Result<Int8Peaks> peaks = measure_int8_peaks(pool, o.probe_runs);
+    if (!ok_or_print(peaks)) return false;
+    m.int8_peaks.push_back(peaks.value());
+  }
+  return true;
+}
+
+// --peaks-only: the machine probes in the chosen format, no model.
+int run_peaks_only(const BenchCliOptions& o, const std::set<int64_t>& thread_counts) {
+  bench::MachineInfo m;
+  m.hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!probe_machine(o, thread_counts, m)) return 1;
+  if (o.output == "csv")
+    fmt::print("{}", bench::format_peaks_csv(m));
+  else if (o.output == "json")
+    fmt::print("{}\n", nlohmann::json{{"machine", bench::machine_json(m)}}.dump(2));
+  else
+    fmt::print("{}", bench::format_machine_markdown(m));
+  return 0;
 }
 
 int run_bench(const BenchCliOptions& o) {
@@ -54,6 +100,8 @@ int run_bench(const BenchCliOptions& o) {
   if (!ok_or_print(n_prompt) || !ok_or_print(n_gen) || !ok_or_print(pp) || !ok_or_print(tg) ||
       !ok_or_print(threads) || !ok_or_print(n_batch) || !ok_or_print(n_ubatch))
     return 1;
+  const std::set<int64_t> thread_counts(threads->begin(), threads->end());
+  if (o.peaks_only) return run_peaks_only(o, thread_counts);
   std::vector<int64_t> b_list;
   if (!o.batch_sizes.empty()) {
     auto b = parse_int_list(o.batch_sizes, "-B/--batch-sizes", 1, 65536);
@@ -80,22 +128,10 @@ int run_bench(const BenchCliOptions& o) {
   report.options.warmup = !o.no_warmup;
   report.options.kv_type = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
   MachineInfo& m = report.machine;
-  m.simd = kernels::simd_level_name(kernels::simd_level());
   m.hw_threads = hw;
 
   // Roofline probes.
-  std::set<int64_t> thread_counts(threads->begin(), threads->end());
-  if (o.bw_gbps > 0) {
-    m.bandwidth.gbps = o.bw_gbps;
-    m.bandwidth_given = true;
-  } else if (!o.no_roofline) {
-    kernels::ThreadPool pool(static_cast<int>(*thread_counts.rbegin()));
-    const size_t bytes = o.bw_mib > 0 ? static_cast<size_t>(o.bw_mib) << 20 : default_bandwidth_buffer_bytes();
-    fmt::print(stderr, "bench: measuring memory read bandwidth ({} MiB, {} threads)...\n", bytes >> 20, pool.n_threads());
-    Result<BandwidthResult> bw = measure_read_bandwidth(pool, bytes, o.probe_runs);
-    if (!ok_or_print(bw)) return 1;
-    m.bandwidth = bw.value();
-  }
+  if (!probe_machine(o, thread_counts, m)) return 1;
   for (int64_t t : thread_counts) {
     MachineInfo::Peak p;
     p.n_threads = static_cast<int>(t);
@@ -132,6 +168,7 @@ int run_bench(const BenchCliOptions& o) {
       Result<BenchResult> r = run_test(**ctx, cfg, t, bo);
       if (!ok_or_print(r)) return 1;
       apply_roofline(r.value(), report.model.cost, m.bandwidth.gbps, m.peak_for(r->n_threads));
+      apply_int8_roofline(r.value(), m.int8_peaks_for(r->n_threads), kernels::simd_level() == kernels::SimdLevel::Amx);
       report.results.push_back(std::move(r.value()));
     }
   }
@@ -167,7 +204,12 @@ std::function<int()> setup_bench(CLI::App& sub) {
       ->check(CLI::IsMember({"md", "csv", "json"}));
   sub.add_option("-s,--seed", o->seed, "seed of the random token ids")->capture_default_str();
   sub.add_flag("--no-warmup", o->no_warmup, "skip the untimed warm-up decode before each test");
-  sub.add_flag("--no-roofline", o->no_roofline, "skip the bandwidth and matmul-peak probes");
+  CLI::Option* no_roofline =
+      sub.add_flag("--no-roofline", o->no_roofline, "skip the bandwidth, matmul-peak and int8-peak probes");
+  sub.add_flag("--peaks-only", o->peaks_only,
+               "run only the machine probes (memory bandwidth, int8 peaks per --threads value), print them and exit; "
+               "no model is loaded")
+      ->excludes(no_roofline);
   sub.add_option("--bw-gbps", o->bw_gbps, "use this memory bandwidth (GB/s) instead of measuring it")
       ->check(CLI::PositiveNumber);
   sub.add_option("--peak-gflops", o->peak_gflops, "use this compute peak (GFLOP/s) instead of measuring it")

@@ -1,0 +1,217 @@
+// CPU feature detection, the SIMD level and its UBATCH_SIMD cap, and the AMX plumbing
+// (kernels/cpu_features.h, kernels/amx.h). The first test prints what this machine has, so
+// CTest's output records which paths the other tests exercised. The AMX tile test runs only
+// where amx_available() and skips visibly, with the reason, elsewhere.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/amx.h"
+#include "kernels/cpu_features.h"
+#include "support.h"
+
+namespace ubatch::kernels {
+namespace {
+
+TEST(CpuFeatures, PrintsDetected) {
+  const CpuFeatures& f = cpu_features();
+  std::string why;
+  const bool amx = amx_available(&why);
+  std::printf("cpu features: avx2 %d, avx512 %d, avx512_vnni %d, avx_vnni %d, amx_int8 %d, os_amx %d\n", f.avx2,
+              f.avx512, f.avx512_vnni, f.avx_vnni, f.amx_int8, f.os_amx);
+  std::printf("amx available: %s%s\n", amx ? "yes" : "no: ", why.c_str());
+  std::printf("simd level: %s (%s)\n", simd_level_name(simd_level()),
+              *simd_level_reason() ? simd_level_reason() : "highest level");
+  // Feature implications that hold on every CPU.
+  EXPECT_TRUE(!f.avx512 || f.avx2);
+  EXPECT_TRUE(!f.avx512_vnni || f.avx512);
+  EXPECT_TRUE(!f.avx_vnni || f.avx2);
+}
+
+TEST(CpuFeatures, ParseSimdCap) {
+  bool ok = false;
+  EXPECT_EQ(parse_simd_cap("amx", &ok), SimdLevel::Amx);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(parse_simd_cap("avx512", &ok), SimdLevel::Avx512);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(parse_simd_cap("avx2", &ok), SimdLevel::Avx2);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(parse_simd_cap("scalar", &ok), SimdLevel::Scalar);
+  EXPECT_TRUE(ok);
+  // Unset or empty: no cap, not an error.
+  EXPECT_EQ(parse_simd_cap(nullptr, &ok), SimdLevel::Amx);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(parse_simd_cap("", &ok), SimdLevel::Amx);
+  EXPECT_TRUE(ok);
+  // Anything else: no cap, reported.
+  for (const char* bad : {"AVX2", "avx", "avx512vnni", "sse4", " avx2"}) {
+    ok = true;
+    EXPECT_EQ(parse_simd_cap(bad, &ok), SimdLevel::Amx) << bad;
+    EXPECT_FALSE(ok) << bad;
+  }
+  EXPECT_EQ(parse_simd_cap("avx2", nullptr), SimdLevel::Avx2);
+}
+
+TEST(CpuFeatures, LevelNames) {
+  EXPECT_STREQ(simd_level_name(SimdLevel::Scalar), "scalar");
+  EXPECT_STREQ(simd_level_name(SimdLevel::Avx2), "avx2");
+  EXPECT_STREQ(simd_level_name(SimdLevel::Avx512), "avx512");
+  EXPECT_STREQ(simd_level_name(SimdLevel::Amx), "amx");
+  EXPECT_GT(SimdLevel::Amx, SimdLevel::Avx512);
+}
+
+TEST(CpuFeatures, LevelFollowsTheCpu) {
+  const CpuFeatures& f = cpu_features();
+  std::string why;
+  const SimdLevel cpu = cpu_simd_level(&why);
+  EXPECT_LE(simd_level(), cpu);
+  EXPECT_EQ(why.empty(), cpu == SimdLevel::Amx) << why;
+  EXPECT_EQ(*simd_level_reason() == '\0', simd_level() == SimdLevel::Amx) << simd_level_reason();
+  EXPECT_EQ(cpu >= SimdLevel::Avx2, f.avx2);
+  EXPECT_EQ(cpu >= SimdLevel::Avx512, f.avx512);
+  EXPECT_EQ(cpu == SimdLevel::Amx, f.avx512_vnni && amx_available());
+  if (!f.amx_int8) {
+    EXPECT_NE(cpu, SimdLevel::Amx);
+    if (f.avx512_vnni) {
+      EXPECT_EQ(why, "amx not used: CPU has no AMX-INT8");
+    }
+  }
+}
+
+TEST(CpuAmx, TileConfigLayout) {
+  static_assert(offsetof(AmxTileConfig, palette_id) == 0);
+  static_assert(offsetof(AmxTileConfig, start_row) == 1);
+  static_assert(offsetof(AmxTileConfig, colsb) == 16);
+  static_assert(offsetof(AmxTileConfig, rows) == 48);
+  AmxTileConfig cfg;
+  EXPECT_EQ(cfg.palette_id, 1);
+  EXPECT_TRUE(cfg.valid());
+  cfg.set_tile(0, 16, 64).set_tile(7, 8, 32);
+  EXPECT_EQ(cfg.rows[0], 16);
+  EXPECT_EQ(cfg.colsb[0], 64);
+  EXPECT_EQ(cfg.rows[7], 8);
+  EXPECT_EQ(cfg.colsb[7], 32);
+  EXPECT_TRUE(cfg.valid());
+  AmxTileConfig other = cfg;
+  EXPECT_TRUE(other == cfg);
+  other.set_tile(1, 4, 16);
+  EXPECT_FALSE(other == cfg);
+  AmxTileConfig bad = cfg;
+  bad.rows[0] = 17;
+  EXPECT_FALSE(bad.valid());
+  bad = cfg;
+  bad.colsb[8] = 4;  // palette 1 has 8 tiles
+  EXPECT_FALSE(bad.valid());
+  bad = cfg;
+  bad.palette_id = 0;
+  EXPECT_FALSE(bad.valid());
+}
+
+TEST(CpuAmx, AvailabilityHasAReason) {
+  std::string why;
+  const bool ok = amx_available(&why);
+  EXPECT_EQ(ok, amx_available());  // cached: same answer
+  if (ok) {
+    EXPECT_TRUE(cpu_features().amx_int8 && cpu_features().os_amx);
+  } else {
+    EXPECT_FALSE(why.empty());
+    if (!cpu_features().amx_int8) {
+      EXPECT_EQ(why, "CPU has no AMX-INT8");
+    }
+  }
+}
+
+// c += A·B computed with plain integers, in the layouts of amx_dot_tile_u8s8.
+void reference_dot(const std::vector<uint8_t>& a, const std::vector<int8_t>& b, std::vector<int32_t>& c) {
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      int32_t sum = 0;
+      for (int k = 0; k < 64; ++k) sum += int32_t{a[m * 64 + k]} * int32_t{b[(k / 4) * 64 + n * 4 + k % 4]};
+      c[m * 16 + n] += sum;
+    }
+}
+
+TEST(CpuAmx, TileProductMatchesIntegerLoop) {
+  std::string why;
+  if (!amx_available(&why)) GTEST_SKIP() << "AMX not available: " << why;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> a(16 * 64);
+  std::vector<int8_t> b(16 * 64);
+  std::vector<int32_t> c(16 * 16), expect(16 * 16);
+  for (uint8_t& v : a) v = static_cast<uint8_t>(byte(rng));
+  for (int8_t& v : b) v = static_cast<int8_t>(byte(rng) - 128);
+  for (size_t i = 0; i < c.size(); ++i) c[i] = expect[i] = static_cast<int32_t>(i) * 1000 - 77777;
+  reference_dot(a, b, expect);
+  amx_dot_tile_u8s8(a.data(), b.data(), c.data());
+  EXPECT_EQ(c, expect);
+  // Again: the configuration is cached for this thread, the product accumulates.
+  reference_dot(a, b, expect);
+  amx_dot_tile_u8s8(a.data(), b.data(), c.data());
+  EXPECT_EQ(c, expect);
+  // A released thread configures its tiles again on the next use.
+  amx_release();
+  reference_dot(a, b, expect);
+  amx_dot_tile_u8s8(a.data(), b.data(), c.data());
+  EXPECT_EQ(c, expect);
+  amx_release();
+}
+
+TEST(CpuAmx, TileUseWithoutAmxAborts) {
+  if (amx_available()) GTEST_SKIP() << "AMX is available here: nothing to refuse";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  AmxTileConfig cfg;
+  cfg.set_tile(0, 16, 64);
+  EXPECT_DEATH(amx_load_config(cfg), "without AMX");
+  EXPECT_DEATH(amx_ensure_config(cfg), "without AMX");
+  amx_release();  // no-op without a loaded configuration
+}
+
+// The UBATCH_SIMD cap as the binary applies it (simd_level() is cached per process).
+class CpuSimdCap : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(test::ubatch_binary())) GTEST_SKIP() << "binary not built: " << test::ubatch_binary();
+  }
+  // `ubatch bench --peaks-only -o json` with a given bandwidth and short int8 probes on one
+  // thread: stdout and stderr together.
+  std::string run(const std::string& env) {
+    int status = 0;
+    const std::string out = test::run_command(env + " " + test::ubatch_binary() +
+                                                  " bench --peaks-only --bw-gbps 1 -t 1 --probe-runs 1 -o json 2>&1",
+                                              &status);
+    EXPECT_EQ(status, 0) << out;
+    return out;
+  }
+};
+
+TEST_F(CpuSimdCap, EnvironmentCapsTheLevel) {
+  std::string out = run("UBATCH_SIMD=scalar");
+  EXPECT_NE(out.find("\"simd\": \"scalar\""), std::string::npos) << out;
+  if (cpu_simd_level() > SimdLevel::Scalar) {
+    EXPECT_NE(out.find("\"simd_reason\": \"capped by UBATCH_SIMD=scalar\""), std::string::npos) << out;
+  }
+  out = run("UBATCH_SIMD=avx2");
+  const char* expect = cpu_simd_level() >= SimdLevel::Avx2 ? "\"simd\": \"avx2\"" : "\"simd\": \"scalar\"";
+  EXPECT_NE(out.find(expect), std::string::npos) << out;
+  // A cap above the CPU's level changes nothing.
+  out = run("UBATCH_SIMD=amx");
+  EXPECT_NE(out.find(std::string("\"simd\": \"") + simd_level_name(cpu_simd_level()) + "\""), std::string::npos) << out;
+}
+
+TEST_F(CpuSimdCap, UnknownValueWarnsAndIsIgnored) {
+  const std::string out = run("UBATCH_SIMD=avx9000");
+  EXPECT_NE(out.find("warning: UBATCH_SIMD=avx9000 is not one of amx, avx512, avx2, scalar; ignored"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(std::string("\"simd\": \"") + simd_level_name(cpu_simd_level()) + "\""), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ubatch::kernels
