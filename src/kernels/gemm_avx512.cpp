@@ -28,20 +28,18 @@ constexpr int64_t kPrefetchBytes = 4096; // how far ahead the packed weights are
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 inline void store512(void* p, __m512i v) { _mm512_storeu_si512(p, v); }
 
-// Step-interleaved bytes of one segment record's quants -> out[S][64].
+// Step-interleaved bytes of one segment record's quants -> u[S] (step k = 4 bytes × 16 rows).
 template <PackedBits B, int S>
-inline void unpack_quants(const uint8_t* q, uint8_t* out) {
+inline void load_quants(const uint8_t* q, __m512i* u) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   if constexpr (B == PackedBits::B8) {
-    for (int k = 0; k < S; ++k) store512(out + 64 * k, load512(q + 64 * k));
+    for (int k = 0; k < S; ++k) u[k] = load512(q + 64 * k);
   } else if constexpr (B == PackedBits::B2) {
     const __m512i v = load512(q);
     const __m512i m2 = _mm512_set1_epi8(3);
-    for (int k = 0; k < S; ++k)
-      store512(out + 64 * k, _mm512_and_si512(_mm512_srli_epi16(v, 2 * k), m2));
+    for (int k = 0; k < S; ++k) u[k] = _mm512_and_si512(_mm512_srli_epi16(v, 2 * k), m2);
   } else {
     constexpr int H = S / 2;
-    __m512i u[S];
     for (int j = 0; j < H; ++j) {
       const __m512i v = load512(q + 64 * j);
       u[j] = _mm512_and_si512(v, m4);
@@ -59,8 +57,37 @@ inline void unpack_quants(const uint8_t* q, uint8_t* out) {
       for (int k = 0; k < S; ++k)
         u[k] = _mm512_or_si512(u[k], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hi, 2 * k), m2), 4));
     }
-    for (int k = 0; k < S; ++k) store512(out + 64 * k, u[k]);
   }
+}
+
+template <PackedBits B, int S>
+inline void unpack_quants(const uint8_t* q, uint8_t* out) {
+  __m512i u[S];
+  load_quants<B, S>(q, u);
+  for (int k = 0; k < S; ++k) store512(out + 64 * k, u[k]);
+}
+
+// dw (and mw) of one segment record of a block record whose header gave d and m (f32).
+inline void seg_scales(const PackedFormat& f, const uint8_t* q, __m512 d, __m512 m, __m512& dw,
+                       __m512& mw) {
+  dw = d;
+  mw = m;
+  if (!f.k_quant) return;
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes));
+  dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
+  if (f.has_min) {
+    const __m128i mn = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes + 16));
+    const __m512 prod = _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+    mw = _mm512_xor_ps(prod, _mm512_set1_ps(-0.0f));  // −(dmin · mn), exact
+  }
+}
+
+inline __m512 header_d(const uint8_t* block) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)));
+}
+inline __m512 header_m(const PackedFormat& f, const uint8_t* block) {
+  return f.has_min ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32)))
+                   : _mm512_setzero_ps();
 }
 
 template <PackedBits B, int S>
@@ -79,23 +106,13 @@ void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
       const char* pf = reinterpret_cast<const char*>(block) + kPrefetchBytes + off;
       if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
     }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)));
-    __m512 m = _mm512_setzero_ps();
-    if (f.has_min) m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32)));
+    const __m512 d = header_d(block), m = header_m(f, block);
     for (int s = 0; s < segs_per_block; ++s) {
       uint8_t* o = out + (b * segs_per_block + s) * stride;
       const uint8_t* q = block + f.header_bytes + s * f.seg_bytes;
       unpack_quants<B, S>(q, o);
-      __m512 dw = d, mw = m;
-      if (f.k_quant) {
-        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes));
-        dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
-        if (f.has_min) {
-          const __m128i mn = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes + 16));
-          const __m512 prod = _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
-          mw = _mm512_xor_ps(prod, _mm512_set1_ps(-0.0f));  // −(dmin · mn), exact
-        }
-      }
+      __m512 dw, mw;
+      seg_scales(f, q, d, m, dw, mw);
       _mm512_storeu_ps(o + 64 * S, dw);
       if (f.has_min) _mm512_storeu_ps(o + 64 * S + 64, mw);
     }
@@ -184,10 +201,75 @@ void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLa
   }
 }
 
-template <int S, bool MIN>
+// Few tokens (decode): MR panels × NR tokens straight from the packed bytes — the quants are
+// unpacked in registers, nothing goes through the scratch. The per-(token, row) operations are
+// those of tile(), so the results are the same bits.
+template <PackedBits B, int MR, int NR, int S, bool MIN>
+void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint8_t* x, float* y,
+                int64_t ldy, int rows_last) {
+  const PackedFormat& f = w.fmt;
+  const int segs_per_block = f.block_elems / f.seg;
+  const int64_t n_blocks = w.n_in / f.block_elems;
+  const char* pf_end = reinterpret_cast<const char*>(w.data + w.bytes());
+  const int64_t xs = a.stride;
+  __m512 acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int t = 0; t < NR; ++t) acc[m][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* block[MR];
+    __m512 d[MR], mn[MR];
+    for (int m = 0; m < MR; ++m) {
+      block[m] = w.panel(p + m) + b * f.block_bytes;
+      for (int64_t off = 0; off < f.block_bytes; off += 64) {
+        const char* pf = reinterpret_cast<const char*>(block[m]) + kPrefetchBytes + off;
+        if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
+      }
+      d[m] = header_d(block[m]);
+      mn[m] = header_m(f, block[m]);
+    }
+    for (int si = 0; si < segs_per_block; ++si) {
+      const int64_t s = b * segs_per_block + si;
+      __m512i ia[MR][NR];
+      for (int t = 0; t < NR; ++t) {
+        const __m512i init = bcast_i32(x + t * xs + a.init_off + 4 * s);
+        for (int m = 0; m < MR; ++m) ia[m][t] = init;
+      }
+      const uint8_t* q[MR];
+      __m512i u[MR][S];
+      for (int m = 0; m < MR; ++m) {
+        q[m] = block[m] + f.header_bytes + si * f.seg_bytes;
+        load_quants<B, S>(q[m], u[m]);
+      }
+      const uint8_t* xq = x + s * a.seg;
+      for (int k = 0; k < S; ++k)
+        for (int t = 0; t < NR; ++t) {
+          const __m512i xb = bcast_i32(xq + t * xs + 4 * k);
+          for (int m = 0; m < MR; ++m) ia[m][t] = _mm512_dpbusd_epi32(ia[m][t], u[m][k], xb);
+        }
+      for (int m = 0; m < MR; ++m) {
+        __m512 dw, mw;
+        seg_scales(f, q[m], d[m], mn[m], dw, mw);
+        for (int t = 0; t < NR; ++t) {
+          const __m512 scale = _mm512_mul_ps(dw, bcast_f32(x + t * xs + a.dx_off + 4 * s));
+          acc[m][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][t]), scale, acc[m][t]);
+        }
+        if constexpr (MIN)
+          for (int t = 0; t < NR; ++t)
+            acc[m][t] = _mm512_fmadd_ps(mw, bcast_f32(x + t * xs + a.xs_off + 4 * s), acc[m][t]);
+      }
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    const __mmask16 mask = m == MR - 1 ? static_cast<__mmask16>((1u << rows_last) - 1) : 0xFFFF;
+    for (int t = 0; t < NR; ++t) _mm512_mask_storeu_ps(y + t * ldy + 16 * m, mask, acc[m][t]);
+  }
+}
+
+constexpr int kFusedMaxTokens = 2;  // up to this many tokens take fused_tile
+
+template <PackedBits B, int S, bool MIN>
 void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, int64_t n_tokens,
             float* y, int64_t ldy, int64_t p0, int64_t p1, uint8_t* scratch) {
-  const UnpackFn unpack = unpacker(w.fmt);
   const int64_t wstride = unpacked_seg_stride(w.fmt);
   const int64_t pbytes = unpacked_panel_bytes(w.fmt, w.n_in);
   uint8_t* const buf[2] = {scratch, scratch + pbytes};
@@ -195,9 +277,16 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     const int mr = p + 1 < p1 ? 2 : 1;
     const int64_t last = p + mr - 1;
     const int rows_last = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - last * kPanelRows));
-    for (int m = 0; m < mr; ++m) unpack(w, p + m, buf[m]);
-    const uint8_t* wp[2] = {buf[0], buf[1]};
     float* yp = y + p * kPanelRows;
+    if (n_tokens <= kFusedMaxTokens) {
+      if (mr == 2 && n_tokens == 2) fused_tile<B, 2, 2, S, MIN>(w, p, a, x_packed, yp, ldy, rows_last);
+      else if (mr == 2) fused_tile<B, 2, 1, S, MIN>(w, p, a, x_packed, yp, ldy, rows_last);
+      else if (n_tokens == 2) fused_tile<B, 1, 2, S, MIN>(w, p, a, x_packed, yp, ldy, rows_last);
+      else fused_tile<B, 1, 1, S, MIN>(w, p, a, x_packed, yp, ldy, rows_last);
+      continue;
+    }
+    for (int m = 0; m < mr; ++m) unpack_panel_t<B, S>(w, p + m, buf[m]);
+    const uint8_t* wp[2] = {buf[0], buf[1]};
     if (mr == 2)
       tiles<2, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last);
     else
@@ -207,18 +296,63 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
 
 }  // namespace
 
+void pack_acts_avx512(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0,
+                      int64_t t1, uint8_t* x_packed) {
+  const int64_t n_in = a.n_in;
+  const int blk = a.act_block;  // 32 or 256: whole vectors of 16
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* xr = x + t * n_in;
+    uint8_t* row = x_packed + t * a.stride;
+    auto* init = reinterpret_cast<int32_t*>(row + a.init_off);
+    auto* dx = reinterpret_cast<float*>(row + a.dx_off);
+    auto* xsv = reinterpret_cast<float*>(row + a.xs_off);
+    for (int64_t b0 = 0; b0 < n_in; b0 += blk) {
+      // The scalar quantize_act_row, lane by lane: amax (exact in any order; a NaN never
+      // replaces the running max, as there), d = amax / 127, q = rint(x · 127 / amax).
+      __m512 mx = _mm512_setzero_ps();
+      for (int i = 0; i < blk; i += 16)
+        mx = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xr + b0 + i)), mx);
+      const float amax = _mm512_reduce_max_ps(mx);
+      const float d = amax / 127.0f;
+      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const __m512 vid = _mm512_set1_ps(id);
+      for (int i = 0; i < blk; i += 16) {
+        __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(xr + b0 + i), vid),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(row + b0 + i), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
+      }
+      for (int64_t s = b0 / a.seg; s < (b0 + blk) / a.seg; ++s) {
+        const __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * a.seg)));
+        __m512i sum = q0;
+        if (a.seg == 32)
+          sum = _mm512_add_epi32(sum, _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * a.seg + 16))));
+        const int32_t total = _mm512_reduce_add_epi32(sum);
+        init[s] = -f.offset * total;
+        dx[s] = d;
+        if (f.has_min) xsv[s] = d * static_cast<float>(total);
+      }
+    }
+    std::memset(row + n_in, 0, static_cast<size_t>(a.init_off - n_in));
+  }
+}
+
 void unpack_panel_avx512(const PackedWeight& w, int64_t p, uint8_t* out) { unpacker(w.fmt)(w, p, out); }
 
 void gemm_panels_avx512(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
                         int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
                         uint8_t* scratch) {
-  const bool min = w.fmt.has_min;
-  if (w.fmt.steps == 8) {
-    if (min) gemm_t<8, true>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
-    else gemm_t<8, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
-  } else {
-    if (min) gemm_t<4, true>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
-    else gemm_t<4, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+  const PackedFormat& f = w.fmt;
+  auto run = [&](auto fn) { fn(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch); };
+  switch (f.bits) {
+    case PackedBits::B8: return run(gemm_t<PackedBits::B8, 8, false>);  // Q8_0
+    case PackedBits::B5:  // Q5_0, Q5_1, Q5_K
+      return f.has_min ? run(gemm_t<PackedBits::B5, 8, true>) : run(gemm_t<PackedBits::B5, 8, false>);
+    case PackedBits::B6: return run(gemm_t<PackedBits::B6, 4, false>);  // Q6_K
+    case PackedBits::B2: return run(gemm_t<PackedBits::B2, 4, true>);   // Q2_K
+    case PackedBits::B4:  // Q4_0, Q4_1, Q4_K (S = 8); Q3_K (S = 4)
+      if (f.steps == 4) return run(gemm_t<PackedBits::B4, 4, false>);
+      return f.has_min ? run(gemm_t<PackedBits::B4, 8, true>) : run(gemm_t<PackedBits::B4, 8, false>);
   }
 }
 

@@ -217,13 +217,14 @@ void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64
   else if (level == SimdLevel::Avx2) gemm = &gemm_panels_avx2;
   const ActLayout a = act_layout(w.fmt, w.n_in);
   uint8_t* xp = t_acts.get(static_cast<size_t>(n_tokens * a.stride));
+  auto* pack = level >= SimdLevel::Avx512 ? &pack_acts_avx512 : &pack_acts;
   if (n_tokens * w.n_in < (1 << 16) || pool.n_threads() == 1) {
-    pack_acts(w.fmt, a, x, 0, n_tokens, xp);
+    pack(w.fmt, a, x, 0, n_tokens, xp);
   } else {
     pool.run([&](int ith, int nth) {
       int64_t t0, t1;
       ThreadPool::split(n_tokens, ith, nth, t0, t1);
-      if (t0 < t1) pack_acts(w.fmt, a, x, t0, t1, xp);
+      if (t0 < t1) pack(w.fmt, a, x, t0, t1, xp);
     });
   }
   const size_t scratch_bytes = static_cast<size_t>(gemm_scratch_bytes(w));

@@ -14,6 +14,7 @@
 #include "kernels/ops.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 
@@ -50,23 +51,9 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
 void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base, float freq_scale,
           RopeStyle style) {
   if (n_rot <= 0) return;
-  const int half = n_rot / 2;
-  const double p = static_cast<double>(pos) * static_cast<double>(freq_scale);
-  for (int i = 0; i < half; ++i) {
-    const double theta =
-        p * std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / n_rot);
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
-    const int i0 = style == RopeStyle::Normal ? 2 * i : i;
-    const int i1 = style == RopeStyle::Normal ? 2 * i + 1 : i + half;
-    for (int h = 0; h < n_head; ++h) {
-      float* xh = x + static_cast<int64_t>(h) * head_dim;
-      const float x0 = xh[i0];
-      const float x1 = xh[i1];
-      xh[i0] = x0 * c - x1 * s;
-      xh[i1] = x0 * s + x1 * c;
-    }
-  }
+  std::vector<float> c(static_cast<size_t>(n_rot / 2)), s(c.size());
+  kernels::rope_angles(pos, n_rot, base, freq_scale, c.data(), s.data());
+  kernels::rope_apply(x, n_head, head_dim, n_rot, c.data(), s.data(), style);
 }
 
 void softmax(float* x, int64_t n) {
@@ -106,6 +93,32 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
     case SimdLevel::Scalar: break;
   }
   ref::rms_norm(x, w, y, n, eps);
+}
+
+void rope_angles(int32_t pos, int n_rot, float base, float freq_scale, float* cos, float* sin) {
+  const int half = n_rot / 2;
+  const double p = static_cast<double>(pos) * static_cast<double>(freq_scale);
+  for (int i = 0; i < half; ++i) {
+    const double theta =
+        p * std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / n_rot);
+    cos[i] = static_cast<float>(std::cos(theta));
+    sin[i] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void rope_apply(float* x, int n_head, int head_dim, int n_rot, const float* cos, const float* sin,
+                RopeStyle style) {
+  const int half = n_rot / 2;
+  for (int h = 0; h < n_head; ++h) {
+    float* xh = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const int i0 = style == RopeStyle::Normal ? 2 * i : i;
+      const int i1 = style == RopeStyle::Normal ? 2 * i + 1 : i + half;
+      const float x0 = xh[i0], x1 = xh[i1], c = cos[i], s = sin[i];
+      xh[i0] = x0 * c - x1 * s;
+      xh[i1] = x0 * s + x1 * c;
+    }
+  }
 }
 
 void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base, float freq_scale,

@@ -20,6 +20,12 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 enum class RopeStyle { Normal, NeoX };
 void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base, float freq_scale,
           RopeStyle style);
+// rope() in two parts, so a forward pass computes each position's angles once for all layers
+// and heads: rope_angles fills cos[i], sin[i] (i < n_rot / 2, f32) for pos; rope_apply rotates
+// with them. rope(x, …) == rope_apply(x, …, cos, sin) after rope_angles(pos, …), bit for bit.
+void rope_angles(int32_t pos, int n_rot, float base, float freq_scale, float* cos, float* sin);
+void rope_apply(float* x, int n_head, int head_dim, int n_rot, const float* cos, const float* sin,
+                RopeStyle style);
 
 // Softmax in place over x[0..n): numerically stable (subtracts the max).
 void softmax(float* x, int64_t n);

@@ -196,6 +196,22 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
     if (hp.embd_scale_sqrt) kernels::scale(x + t * E, embd_scale, x + t * E, E);
   }
 
+  // RoPE angles of every token, once per forward for each base (global, sliding-window).
+  const int64_t n_half = hp.n_rot / 2;
+  for (int b = 0; b < 2; ++b) {
+    grow(rope_cos_[b], T * n_half);
+    grow(rope_sin_[b], T * n_half);
+    const float base = b == 1 ? hp.rope_base_swa : hp.rope_base;
+    if (b == 1 && base == hp.rope_base) {
+      std::copy(rope_cos_[0].begin(), rope_cos_[0].begin() + T * n_half, rope_cos_[1].begin());
+      std::copy(rope_sin_[0].begin(), rope_sin_[0].begin() + T * n_half, rope_sin_[1].begin());
+      continue;
+    }
+    for (int64_t t = 0; t < T; ++t)
+      kernels::rope_angles(ub.pos[t], hp.n_rot, base, hp.rope_freq_scale,
+                           rope_cos_[b].data() + t * n_half, rope_sin_[b].data() + t * n_half);
+  }
+
   kernels::AttentionShape shape;
   shape.n_head = hp.n_head;
   shape.n_kv_head = hp.n_kv_head;
@@ -210,20 +226,34 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
     kernels::matmul(L.wq, xn, T, q_.data(), pool);
     kernels::matmul(L.wk, xn, T, k_.data(), pool);
     kernels::matmul(L.wv, xn, T, v_.data(), pool);
-    const float base = hp.layer_is_swa[il] ? hp.rope_base_swa : hp.rope_base;
-    for (int64_t t = 0; t < T; ++t) {
-      float* qt = q_.data() + t * Eq;
-      float* kt = k_.data() + t * Ek;
-      if (hp.qk_norm) {
-        for (int h = 0; h < hp.n_head; ++h) kernels::rms_norm(qt + h * hd, L.q_norm, qt + h * hd, hd, hp.rms_eps);
-        for (int h = 0; h < hp.n_kv_head; ++h) kernels::rms_norm(kt + h * hd, L.k_norm, kt + h * hd, hd, hp.rms_eps);
+    const int swa_table = hp.layer_is_swa[il] ? 1 : 0;
+    const float* rcos = rope_cos_[swa_table].data();
+    const float* rsin = rope_sin_[swa_table].data();
+    // Per token (independent rows and KV cells, so split over the pool for long ubatches).
+    auto qk_rows = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* qt = q_.data() + t * Eq;
+        float* kt = k_.data() + t * Ek;
+        if (hp.qk_norm) {
+          for (int h = 0; h < hp.n_head; ++h) kernels::rms_norm(qt + h * hd, L.q_norm, qt + h * hd, hd, hp.rms_eps);
+          for (int h = 0; h < hp.n_kv_head; ++h) kernels::rms_norm(kt + h * hd, L.k_norm, kt + h * hd, hd, hp.rms_eps);
+        }
+        kernels::rope_apply(qt, hp.n_head, hd, hp.n_rot, rcos + t * n_half, rsin + t * n_half, hp.rope_style);
+        kernels::rope_apply(kt, hp.n_kv_head, hd, hp.n_rot, rcos + t * n_half, rsin + t * n_half, hp.rope_style);
+        // Place this token's K and V in its cell before any attention of this layer reads it.
+        const int64_t cell = kv.write_cell[t];
+        kernels::quantize_row(kv.type, kt, static_cast<uint8_t*>(kvl.k) + cell * kvl.k_row_bytes, Ek);
+        kernels::quantize_row(kv.type, v_.data() + t * Ev, static_cast<uint8_t*>(kvl.v) + cell * kvl.v_row_bytes, Ev);
       }
-      kernels::rope(qt, hp.n_head, hd, hp.n_rot, ub.pos[t], base, hp.rope_freq_scale, hp.rope_style);
-      kernels::rope(kt, hp.n_kv_head, hd, hp.n_rot, ub.pos[t], base, hp.rope_freq_scale, hp.rope_style);
-      // Place this token's K and V in its cell before any attention of this layer reads it.
-      const int64_t cell = kv.write_cell[t];
-      kernels::quantize_row(kv.type, kt, static_cast<uint8_t*>(kvl.k) + cell * kvl.k_row_bytes, Ek);
-      kernels::quantize_row(kv.type, v_.data() + t * Ev, static_cast<uint8_t*>(kvl.v) + cell * kvl.v_row_bytes, Ev);
+    };
+    if (T < 8) {
+      qk_rows(0, T);
+    } else {
+      pool.run([&](int ith, int nth) {
+        int64_t t0, t1;
+        kernels::ThreadPool::split(T, ith, nth, t0, t1);
+        qk_rows(t0, t1);
+      });
     }
 
     shape.k_row_bytes = kvl.k_row_bytes;

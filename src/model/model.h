@@ -81,6 +81,7 @@ class Model {
   // Scratch reused across calls, sized for the largest ubatch seen.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_, out_rows_;
   std::vector<float> attn_scratch_;  // [n_threads, max cells]
+  std::vector<float> rope_cos_[2], rope_sin_[2];  // [T, n_rot / 2] per base (global, SWA)
 };
 
 }  // namespace ubatch
