@@ -194,6 +194,10 @@ void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLa
   for (; t + kNR <= n_tokens; t += kNR)
     tile<MR, kNR, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last);
   switch (n_tokens - t) {
+    case 7: tile<MR, 7, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
+    case 6: tile<MR, 6, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
+    case 5: tile<MR, 5, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
+    case 4: tile<MR, 4, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
     case 3: tile<MR, 3, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
     case 2: tile<MR, 2, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
     case 1: tile<MR, 1, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;

@@ -259,21 +259,26 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
     shape.k_row_bytes = kvl.k_row_bytes;
     shape.v_row_bytes = kvl.v_row_bytes;
     const bool swa = hp.layer_is_swa[il] && hp.sliding_window > 0;
-    const int64_t n_tasks = T * hp.n_head;  // one (token, head) pair each
+    // Tasks: (token, query head), or (token, KV head) — the heads sharing a KV head read
+    // each K/V row once — when there are enough tokens to keep every thread busy. A head's
+    // result does not depend on which heads share its pass.
+    const int heads_per_task = T >= 2 * pool.n_threads() ? hp.n_head / hp.n_kv_head : 1;
+    const int n_head_tasks = hp.n_head / heads_per_task;
+    const int64_t n_tasks = T * n_head_tasks;
     pool.run([&](int ith, int nth) {
       int64_t begin, end;
       kernels::ThreadPool::split(n_tasks, ith, nth, begin, end);
       float* scratch = attn_scratch_.data() + static_cast<size_t>(ith) * max_cells;
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t t = task / hp.n_head;
-        const int h = static_cast<int>(task % hp.n_head);
+        const int64_t t = task / n_head_tasks;
+        const int h = static_cast<int>(task % n_head_tasks) * heads_per_task;
         const int32_t* cells = kv.cells[t];
         int32_t n = kv.n_cells[t], first = 0;
         if (swa) {  // visible iff pos - cell_pos < window; cells are in position order
           while (first < n && ub.pos[t] - kv.cell_pos[cells[first]] >= hp.sliding_window) ++first;
         }
         kernels::attention(shape, q_.data() + t * Eq, kvl.k, kvl.v, cells + first, n - first,
-                           attn_.data() + t * Eq, scratch, h, h + 1);
+                           attn_.data() + t * Eq, scratch, h, h + heads_per_task);
       }
     });
 
