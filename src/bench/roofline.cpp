@@ -1,5 +1,7 @@
 #include "bench/roofline.h"
 
+#include "kernels/packed_weight.h"
+
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
@@ -24,7 +26,7 @@ ModelCost model_cost(const Model& model) {
   const gguf::File& f = model.file();
   ModelCost c;
   c.weight_bytes = model.weight_bytes();
-  c.streamed_bytes = c.weight_bytes;
+  c.streamed_bytes = model.streamed_bytes();
   c.n_layer = hp.n_layer;
   c.n_head = hp.n_head;
   c.head_dim_k = hp.head_dim_k;
@@ -44,9 +46,6 @@ ModelCost model_cost(const Model& model) {
   size_t best = 0;
   for (const auto& [type, bytes] : bytes_by_type)
     if (bytes > best) best = bytes, c.main_type = type;
-  // A separate output matrix leaves the embedding table gathered, not streamed.
-  const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
-  if (f.find_tensor("output.weight") && embd && embd->n_bytes <= c.streamed_bytes) c.streamed_bytes -= embd->n_bytes;
   return c;
 }
 
@@ -97,6 +96,16 @@ Result<ComputePeak> measure_matmul_peak(const Model& model, kernels::ThreadPool&
   w.n_in = r.n_in;
   w.n_out = r.n_rows;
   w.row_bytes = row_bytes;
+  // Packed as the model packs its matrices (kernels/packed_weight.h), so the probe times the
+  // kernel the forward pass runs.
+  std::unique_ptr<kernels::PackedWeight> packed;
+  kernels::PackedFormat fmt;
+  if (kernels::packed_format(w.type, fmt) && w.n_in % fmt.block_elems == 0) {
+    Result<std::unique_ptr<kernels::PackedWeight>> pw = kernels::pack_weight(w.type, w.data, w.n_in, w.n_out);
+    if (!pw) return pw.status();
+    packed = std::move(pw.value());
+    w.packed = packed.get();
+  }
   std::vector<float> x(static_cast<size_t>(r.n_tokens * r.n_in));  // [n_tokens, n_in]
   std::vector<float> y(static_cast<size_t>(r.n_tokens * r.n_rows)); // [n_tokens, n_rows]
   std::mt19937 rng(7);

@@ -4,9 +4,10 @@
 // Generation (one token per sequence per step) is memory-bound: every step streams all the
 // weights once, so
 //     weight GB/s = streamed_bytes × steps/s / 10^9,   share = weight GB/s / measured read GB/s
-// (streamed_bytes = Model::weight_bytes() minus the token-embedding table when the output
-// matrix is separate — the embedding is only gathered, a few rows per step; KV-cache reads
-// are not counted, so the share is a lower bound).
+// (streamed_bytes = Model::streamed_bytes(): the matrices as the kernels read them — their
+// packed copies — plus the norms, without the token-embedding table when the output matrix is
+// separate, as the embedding is only gathered, a few rows per step; KV-cache reads are not
+// counted, so the share is a lower bound).
 //
 // Prompt processing is compute-bound; its multiply-adds (MACs) are counted as
 //     MACs = T × P_layer + Σ_seq Σ_layer Σ_{p < n_prompt} n_head × (head_dim_k + head_dim_v) × keys(p)
@@ -18,7 +19,7 @@
 // plus attention). Norms, RoPE, softmax and activations are not counted.
 //
 // The compute ceiling is measured, not taken from a data sheet: the engine's own matmul
-// (kernels::matmul) multiplies n_tokens = 256 activation rows by a cache-resident slice
+// (kernels::matmul, on the weight packed as the model packs it) multiplies n_tokens = 256 activation rows by a cache-resident slice
 // (≤ 1 MiB, whole rows) of the largest per-layer weight matrix of the model's dominant type
 // (the type holding most per-layer weight bytes), on the pool's threads; each run repeats
 // the product for ≥ 50 ms; best of n_runs, FLOP/s = 2 × MACs / s. It is

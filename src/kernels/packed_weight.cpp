@@ -259,6 +259,13 @@ Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* s
   return w;
 }
 
+size_t packed_weight_bytes(TensorType t, int64_t n_in, int64_t n_out) {
+  PackedFormat f;
+  if (!packed_format(t, f) || n_in <= 0 || n_in % f.block_elems != 0 || n_out < 1) return 0;
+  const int64_t panels = (n_out + kPanelRows - 1) / kPanelRows;
+  return static_cast<size_t>(panels * (n_in / f.block_elems) * f.block_bytes);
+}
+
 void packed_dequantize_row(const PackedWeight& w, int64_t row, float* out) {
   const PackedFormat& f = w.fmt;
   const uint8_t* panel = w.panel(row / kPanelRows);

@@ -97,6 +97,10 @@ struct PackedWeight {
 Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* src, int64_t n_in,
                                                   int64_t n_out);
 
+// Bytes pack_weight would allocate for a [n_out, n_in] weight of type t (before the 64-byte
+// round-up); 0 when t has no packed format or n_in is not a multiple of its block.
+size_t packed_weight_bytes(TensorType t, int64_t n_in, int64_t n_out);
+
 // One row back as floats: out[i] = dw · (u − offset) + mw of its segment (f32, n_in values).
 // Equal to the value the GGUF format defines, up to the float rounding of that formula.
 void packed_dequantize_row(const PackedWeight& w, int64_t row, float* out);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
+#include "kernels/packed_weight.h"
 #include "tools/command.h"
 
 namespace ubatch::tools {
@@ -99,6 +100,23 @@ int run_info(const std::string& path, size_t max_items, bool show_tensors) {
     out += fmt::format("  {:<5}  {:>4} tensors  {:>12} parameters  {:>12}  ({:.1f}%)\n", name,
                        tt.n_tensors, tt.n_elements, human_bytes(static_cast<double>(tt.n_bytes)),
                        n_bytes ? 100.0 * static_cast<double>(tt.n_bytes) / static_cast<double>(n_bytes) : 0.0);
+  // What loading costs in memory: the matrices a model multiplies by (2-D tensors, without
+  // token_embd.weight when output.weight exists) are repacked for the kernels
+  // (kernels/packed_weight.h) and their file pages released; the rest stays mapped.
+  uint64_t matrix_file = 0, matrix_packed = 0;
+  const bool untied = f.find_tensor("output.weight") != nullptr;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.n_dims != 2 || (untied && t.name == "token_embd.weight")) continue;
+    const size_t pb = kernels::packed_weight_bytes(t.type, t.ne[0], t.ne[1]);
+    if (pb == 0) continue;
+    matrix_file += t.n_bytes;
+    matrix_packed += pb;
+  }
+  if (matrix_file > 0)
+    out += fmt::format("packed for the kernels at load: {} of matrices -> {} ({:+.1f}%); the file pages "
+                       "they came from are released\n",
+                       human_bytes(static_cast<double>(matrix_file)), human_bytes(static_cast<double>(matrix_packed)),
+                       100.0 * (static_cast<double>(matrix_packed) / static_cast<double>(matrix_file) - 1.0));
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

@@ -92,6 +92,7 @@ int run_generate(const RunOptions& o) {
   if (o.perf) {
     const int32_t n_eval = std::max(n_gen - 1, 0);  // decode passes after the prompt
     fmt::print(stderr, "\nperf: load            {:10.2f} ms\n", loaded->load_ms);
+    fmt::print(stderr, "{}", perf_weights_line(*loaded->model));
     fmt::print(stderr, "perf: prompt eval     {:10.2f} ms / {:5d} tokens ({:8.2f} ms/token, {:8.2f} tokens/s)\n",
                prompt_ms, prompt.size(), prompt_ms / prompt.size(), 1000.0 * prompt.size() / prompt_ms);
     fmt::print(stderr, "perf: generation      {:10.2f} ms / {:5d} decodes ({:8.2f} ms/token, {:8.2f} tokens/s; the first token comes from the prompt pass)\n",

@@ -103,7 +103,7 @@ int run_serve(ServeOptions& o) {
     if (o.perf) {
       const double wall_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_ready).count();
-      fmt::print(stderr, "perf: load            {:.1f} ms\n{}", loaded->load_ms,
+      fmt::print(stderr, "perf: load            {:.1f} ms\n{}{}", loaded->load_ms, perf_weights_line(*loaded->model),
                  sched::perf_summary(engine.metrics(), wall_ms));
     }
   }

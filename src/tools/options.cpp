@@ -7,6 +7,13 @@
 
 #include "tools/command.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "kernels/cpu_features.h"
+#include "kernels/matmul_internal.h"
+
 namespace ubatch::tools {
 
 void add_model_options(CLI::App& app, ModelOptions& o) {
@@ -100,6 +107,24 @@ Result<std::vector<int32_t>> parse_id_list(const std::string& text) {
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;
+}
+
+}  // namespace ubatch::tools
+
+namespace ubatch::tools {
+
+std::string perf_weights_line(const Model& model) {
+  std::string rss = "?";
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    long pages_total = 0, pages_resident = 0;
+    if (std::fscanf(f, "%ld %ld", &pages_total, &pages_resident) == 2)
+      rss = fmt::format("{:.1f} MiB", static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0);
+    std::fclose(f);
+  }
+  return fmt::format("perf: weights         {:.1f} MiB in the file, {:.1f} MiB packed for the kernels (matmul level {}); resident set {}\n",
+                     static_cast<double>(model.weight_bytes()) / 1048576.0,
+                     static_cast<double>(model.packed_bytes()) / 1048576.0,
+                     kernels::simd_level_name(kernels::detail::matmul_level()), rss);
 }
 
 }  // namespace ubatch::tools

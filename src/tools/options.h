@@ -41,6 +41,11 @@ struct Loaded {
 // Loads model (+ tokenizer when with_tokenizer) and creates a context. Errors name the file.
 Result<Loaded> load(const ModelOptions& o, bool with_tokenizer);
 
+// One --perf line on weight memory: bytes in the file, bytes of the kernels' packed copies
+// (kernels/packed_weight.h), the matmul SIMD level, and the process's resident set
+// (/proc/self/statm; "?" where unavailable).
+std::string perf_weights_line(const Model& model);
+
 // The chat template to format conversations with: the model's `tokenizer.chat_template`, or
 // when it has none, the family of its architecture (gemma3 → "gemma"), else "".
 std::string chat_template_for(const Model& model, const Tokenizer& tokenizer);
