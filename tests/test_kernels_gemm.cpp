@@ -110,33 +110,39 @@ TEST(PackedWeight, SimdUnpackerMatchesScalar) {
 }
 
 TEST(PackedGemm, SimdActivationPackingMatchesScalar) {
-  if (!(cpu_features().avx512 && cpu_features().avx512_vnni))
-    GTEST_SKIP() << "SKIPPED: this CPU has no AVX-512 VNNI";
-  for (TensorType t : kQuantTypes)
-    for (int64_t n_in : gemm_widths(t)) {
-      PackedFormat f;
-      packed_format(t, f);
-      const detail::ActLayout a = detail::act_layout(f, n_in);
-      std::vector<float> x = random_x(9, n_in, 21);
-      x[3] = 1e30f;  // a huge value and exact ties (x.5 after scaling) in some blocks
-      for (int64_t i = 0; i < n_in; ++i) x[5 * n_in + i] = 0.5f * static_cast<float>(i % 7);
-      std::vector<uint8_t> p1(9 * a.stride, 0xAB), p2(9 * a.stride, 0xCD);
-      detail::pack_acts(f, a, x.data(), 0, 9, p1.data());
-      detail::pack_acts_avx512(f, a, x.data(), 0, 9, p2.data());
-      // Compare the defined bytes: xq (with its zero padding), init, dx and (with a min) xs.
-      const size_t n_seg4 = static_cast<size_t>(4 * a.n_seg);
-      for (int64_t r = 0; r < 9; ++r) {
-        const uint8_t* r1 = p1.data() + r * a.stride;
-        const uint8_t* r2 = p2.data() + r * a.stride;
-        const std::string where = std::string(tensor_type_name(t)) + " n_in " + std::to_string(n_in) + " row " + std::to_string(r);
-        ASSERT_EQ(0, std::memcmp(r1, r2, static_cast<size_t>(a.init_off))) << where << " xq";
-        ASSERT_EQ(0, std::memcmp(r1 + a.init_off, r2 + a.init_off, n_seg4)) << where << " init";
-        ASSERT_EQ(0, std::memcmp(r1 + a.dx_off, r2 + a.dx_off, n_seg4)) << where << " dx";
-        if (f.has_min) {
-          ASSERT_EQ(0, std::memcmp(r1 + a.xs_off, r2 + a.xs_off, n_seg4)) << where << " xs";
+  using PackFn = void (*)(const PackedFormat&, const detail::ActLayout&, const float*, int64_t, int64_t, uint8_t*);
+  std::vector<std::pair<const char*, PackFn>> simd;
+  if (cpu_features().avx2) simd.emplace_back("avx2", &detail::pack_acts_avx2);
+  if (cpu_features().avx512 && cpu_features().avx512_vnni) simd.emplace_back("avx512", &detail::pack_acts_avx512);
+  if (simd.empty()) GTEST_SKIP() << "SKIPPED: this CPU has neither AVX2 nor AVX-512 VNNI";
+  for (const auto& [level, fn] : simd) {
+    for (TensorType t : kQuantTypes) {
+      for (int64_t n_in : gemm_widths(t)) {
+        PackedFormat f;
+        packed_format(t, f);
+        const detail::ActLayout a = detail::act_layout(f, n_in);
+        std::vector<float> x = random_x(9, n_in, 21);
+        x[3] = 1e30f;  // a huge value and exact ties (x.5 after scaling) in some blocks
+        for (int64_t i = 0; i < n_in; ++i) x[5 * n_in + i] = 0.5f * static_cast<float>(i % 7);
+        std::vector<uint8_t> p1(9 * a.stride, 0xAB), p2(9 * a.stride, 0xCD);
+        detail::pack_acts(f, a, x.data(), 0, 9, p1.data());
+        fn(f, a, x.data(), 0, 9, p2.data());
+        // Compare the defined bytes: xq (with its zero padding), init, dx and (with a min) xs.
+        const size_t n_seg4 = static_cast<size_t>(4 * a.n_seg);
+        for (int64_t r = 0; r < 9; ++r) {
+          const uint8_t* r1 = p1.data() + r * a.stride;
+          const uint8_t* r2 = p2.data() + r * a.stride;
+          const std::string where = std::string(level) + " " + std::string(tensor_type_name(t)) + " n_in " + std::to_string(n_in) + " row " + std::to_string(r);
+          ASSERT_EQ(0, std::memcmp(r1, r2, static_cast<size_t>(a.init_off))) << where << " xq";
+          ASSERT_EQ(0, std::memcmp(r1 + a.init_off, r2 + a.init_off, n_seg4)) << where << " init";
+          ASSERT_EQ(0, std::memcmp(r1 + a.dx_off, r2 + a.dx_off, n_seg4)) << where << " dx";
+          if (f.has_min) {
+            ASSERT_EQ(0, std::memcmp(r1 + a.xs_off, r2 + a.xs_off, n_seg4)) << where << " xs";
+          }
         }
       }
     }
+  }
 }
 
 // Every level, token count and thread count gives matmul_reference's bits.

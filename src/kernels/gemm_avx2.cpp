@@ -197,6 +197,58 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
 
 }  // namespace
 
+void pack_acts_avx2(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0,
+                    int64_t t1, uint8_t* x_packed) {
+  const int64_t n_in = a.n_in;
+  const int blk = a.act_block;  // 32 or 256: whole vectors of 8
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* xr = x + t * n_in;
+    uint8_t* row = x_packed + t * a.stride;
+    auto* init = reinterpret_cast<int32_t*>(row + a.init_off);
+    auto* dx = reinterpret_cast<float*>(row + a.dx_off);
+    auto* xsv = reinterpret_cast<float*>(row + a.xs_off);
+    for (int64_t b0 = 0; b0 < n_in; b0 += blk) {
+      // As pack_acts_avx512 and the scalar quantize_act_row (see there).
+      __m256 mx = _mm256_setzero_ps();
+      for (int i = 0; i < blk; i += 8)
+        mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xr + b0 + i)), mx);
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+      const float amax = _mm_cvtss_f32(m4);
+      const float d = amax / 127.0f;
+      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const __m256 vid = _mm256_set1_ps(id);
+      for (int i = 0; i < blk; i += 8) {
+        __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + b0 + i), vid),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+        const __m256i q32 = _mm256_cvtps_epi32(v);
+        const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q32), _mm256_extracti128_si256(q32, 1));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(row + b0 + i), _mm_packs_epi16(q16, q16));
+      }
+      for (int64_t s = b0 / a.seg; s < (b0 + blk) / a.seg; ++s) {
+        int32_t total = 0;
+        for (int i = 0; i < a.seg; i += 16) {
+          const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * a.seg + i));
+          // |sum| of 16 int8 fits easily: widen to 16 bits and add pairs, then sum exactly.
+          const __m256i w = _mm256_cvtepi8_epi16(q);
+          const __m256i p = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
+          __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+          r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
+          r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
+          total += _mm_cvtsi128_si32(r);
+        }
+        init[s] = -f.offset * total;
+        dx[s] = d;
+        if (f.has_min) xsv[s] = d * static_cast<float>(total);
+      }
+    }
+    std::memset(row + n_in, 0, static_cast<size_t>(a.init_off - n_in));
+  }
+}
+
 void gemm_panels_avx2(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
                       int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
                       uint8_t* scratch) {

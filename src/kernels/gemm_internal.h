@@ -47,9 +47,11 @@ ActLayout act_layout(const PackedFormat& f, int64_t n_in);
 void pack_acts(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0, int64_t t1,
                uint8_t* x_packed);
 
-// pack_acts on AVX-512 (same bytes; tests compare).
+// pack_acts on AVX-512 and AVX2 (same bytes; tests compare).
 void pack_acts_avx512(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0,
                       int64_t t1, uint8_t* x_packed);
+void pack_acts_avx2(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0,
+                    int64_t t1, uint8_t* x_packed);
 
 // One level's GEMM over panels [p0, p1) for all n_tokens packed activation rows:
 // y[t * ldy + o] for o in [16 p0, min(16 p1, n_out)). scratch: gemm_scratch_bytes(w).

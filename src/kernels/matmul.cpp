@@ -217,7 +217,9 @@ void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64
   else if (level == SimdLevel::Avx2) gemm = &gemm_panels_avx2;
   const ActLayout a = act_layout(w.fmt, w.n_in);
   uint8_t* xp = t_acts.get(static_cast<size_t>(n_tokens * a.stride));
-  auto* pack = level >= SimdLevel::Avx512 ? &pack_acts_avx512 : &pack_acts;
+  auto* pack = level >= SimdLevel::Avx512 ? &pack_acts_avx512
+               : level == SimdLevel::Avx2   ? &pack_acts_avx2
+                                            : &pack_acts;
   if (n_tokens * w.n_in < (1 << 16) || pool.n_threads() == 1) {
     pack(w.fmt, a, x, 0, n_tokens, xp);
   } else {
