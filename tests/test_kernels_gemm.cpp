@@ -38,7 +38,7 @@ std::vector<SimdLevel> levels() {
   std::vector<SimdLevel> l = {SimdLevel::Scalar};
   if (cpu_features().avx2) l.push_back(SimdLevel::Avx2);
   if (cpu_features().avx512 && cpu_features().avx512_vnni) l.push_back(SimdLevel::Avx512);
-  if (l.back() == SimdLevel::Avx512 && amx_available()) l.push_back(SimdLevel::Amx);
+  if (l.back() == SimdLevel::Avx512 && detail::amx_gemm_self_check()) l.push_back(SimdLevel::Amx);
   return l;
 }
 
@@ -154,7 +154,7 @@ TEST(PackedGemm, EveryLevelBitIdenticalToReference) {
   for (SimdLevel l : levels()) std::printf(" %s", simd_level_name(l));
   std::string why;
   if (!cpu_features().avx512_vnni) std::printf(" | avx512: SKIPPED, no AVX-512 VNNI on this CPU");
-  if (!amx_available(&why)) std::printf(" | amx: SKIPPED, %s", why.c_str());
+  if (!detail::amx_gemm_self_check(&why)) std::printf(" | amx: SKIPPED, %s", why.c_str());
   std::printf("\n");
   for (TensorType t : kQuantTypes)
     for (int64_t n_in : gemm_widths(t))

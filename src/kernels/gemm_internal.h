@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/matmul.h"
 #include "kernels/packed_weight.h"
@@ -79,6 +80,11 @@ void gemm_panels_avx512(const PackedWeight& w, const ActLayout& a, const uint8_t
 void gemm_panels_amx(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
                      int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
                      uint8_t* scratch);
+
+// True when the AMX GEMM may be used: amx_available() and a forked child found it
+// bit-identical to the AVX-512 path on small products of several types (done once per
+// process; the child isolates a SIGILL). On false, why gets the reason.
+bool amx_gemm_self_check(std::string* why = nullptr);
 
 // The AVX-512 unpacker (tests compare it with unpack_panel_scalar byte for byte).
 void unpack_panel_avx512(const PackedWeight& w, int64_t p, uint8_t* out);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -241,14 +242,29 @@ void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64
   });
 }
 
-SimdLevel matmul_level() {
-  static const SimdLevel level = [] {
-    SimdLevel l = simd_level();
-    if (l == SimdLevel::Avx512 && !cpu_features().avx512_vnni) l = SimdLevel::Avx2;
-    return l;
+namespace {
+struct LevelChoice {
+  SimdLevel level;
+  std::string why;
+};
+const LevelChoice& level_choice() {
+  static const LevelChoice choice = [] {
+    LevelChoice c{simd_level(), ""};
+    if (c.level == SimdLevel::Avx512 && !cpu_features().avx512_vnni) {
+      c.level = SimdLevel::Avx2;
+      c.why = "AVX-512 without VNNI";
+    }
+    if (c.level == SimdLevel::Amx && !amx_gemm_self_check(&c.why)) {
+      std::fprintf(stderr, "ubatch: AMX matmul disabled, using AVX-512: %s\n", c.why.c_str());
+      c.level = SimdLevel::Avx512;
+    }
+    return c;
   }();
-  return level;
+  return choice;
 }
+}  // namespace
+
+SimdLevel matmul_level() { return level_choice().level; }
 
 void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64_t n_tokens,
                      float* y, ThreadPool& pool) {
@@ -314,6 +330,11 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
 }  // namespace detail
 
 bool can_matmul(TensorType t) { return can_dequantize(t); }
+
+SimdLevel matmul_simd_level(std::string* why) {
+  if (why) *why = detail::level_choice().why;
+  return detail::level_choice().level;
+}
 
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   detail::matmul_at_level(detail::matmul_level(), w, x, n_tokens, y, pool);

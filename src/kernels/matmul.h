@@ -15,8 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/tensor_type.h"
+#include "kernels/cpu_features.h"
 #include "kernels/thread_pool.h"
 
 namespace ubatch::kernels {
@@ -36,6 +38,11 @@ struct WeightView {
 
 // True when matmul supports weights of type t (every type dequantize_row supports).
 bool can_matmul(TensorType t);
+
+// The SIMD level matmul runs at on this machine: simd_level(), lowered to AVX2 when AVX-512
+// lacks VNNI and to AVX-512 when the AMX self-check fails (gemm_internal.h); `why` (when
+// given) receives the reason for such a lowering, or "". Decided once per process.
+SimdLevel matmul_simd_level(std::string* why = nullptr);
 
 // y = x · Wᵀ as above, split over the pool's threads by output rows.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);

@@ -14,6 +14,7 @@
 #include "bench/membw.h"
 #include "bench/roofline.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
 #include "tools/command.h"
 
 namespace ubatch::tools {
@@ -48,8 +49,10 @@ bool ok_or_print(const Result<T>& r) {
 // (printed).
 bool probe_machine(const BenchCliOptions& o, const std::set<int64_t>& thread_counts, bench::MachineInfo& m) {
   using namespace ubatch::bench;
-  m.simd = kernels::simd_level_name(kernels::simd_level());
-  m.simd_reason = kernels::simd_level_reason();
+  // The level the matmul runs at (the AMX self-check may keep it on AVX-512).
+  std::string lowered;
+  m.simd = kernels::simd_level_name(kernels::matmul_simd_level(&lowered));
+  m.simd_reason = lowered.empty() ? kernels::simd_level_reason() : lowered;
   if (o.bw_gbps > 0) {
     m.bandwidth.gbps = o.bw_gbps;
     m.bandwidth_given = true;
@@ -168,7 +171,7 @@ int run_bench(const BenchCliOptions& o) {
       Result<BenchResult> r = run_test(**ctx, cfg, t, bo);
       if (!ok_or_print(r)) return 1;
       apply_roofline(r.value(), report.model.cost, m.bandwidth.gbps, m.peak_for(r->n_threads));
-      apply_int8_roofline(r.value(), m.int8_peaks_for(r->n_threads), kernels::simd_level() == kernels::SimdLevel::Amx);
+      apply_int8_roofline(r.value(), m.int8_peaks_for(r->n_threads), kernels::matmul_simd_level() == kernels::SimdLevel::Amx);
       report.results.push_back(std::move(r.value()));
     }
   }

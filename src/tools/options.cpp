@@ -12,7 +12,7 @@
 #include <cstdio>
 
 #include "kernels/cpu_features.h"
-#include "kernels/matmul_internal.h"
+#include "kernels/matmul.h"
 
 namespace ubatch::tools {
 
@@ -124,7 +124,7 @@ std::string perf_weights_line(const Model& model) {
   return fmt::format("perf: weights         {:.1f} MiB in the file, {:.1f} MiB packed for the kernels (matmul level {}); resident set {}\n",
                      static_cast<double>(model.weight_bytes()) / 1048576.0,
                      static_cast<double>(model.packed_bytes()) / 1048576.0,
-                     kernels::simd_level_name(kernels::detail::matmul_level()), rss);
+                     kernels::simd_level_name(kernels::matmul_simd_level()), rss);
 }
 
 }  // namespace ubatch::tools
