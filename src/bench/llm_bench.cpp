@@ -263,12 +263,13 @@ std::string format_machine_markdown(const MachineInfo& m) {
     if (m.peak_given)
       out += fmt::format("- matmul peak: {:.2f} GFLOP/s (given)\n", p.peak.gflops);
     else
-      out += fmt::format("- matmul peak ({} threads): {:.2f} GFLOP/s ({} weights, {} x {} slice, {} tokens)\n",
-                         p.n_threads, p.peak.gflops, tensor_type_name(p.peak.type), p.peak.n_rows, p.peak.n_in,
+      out += fmt::format("- matmul peak ({} thread{}): {:.2f} GFLOP/s ({} weights, {} x {} slice, {} tokens)\n",
+                         p.n_threads, p.n_threads == 1 ? "" : "s", p.peak.gflops, tensor_type_name(p.peak.type), p.peak.n_rows, p.peak.n_in,
                          p.peak.n_tokens);
   }
   for (const Int8Peaks& p : m.int8_peaks)
-    out += fmt::format("- int8 peak ({} threads): {}\n", p.n_threads, describe_int8_peaks(p));
+    out += fmt::format("- int8 peak ({} thread{}): {}\n", p.n_threads, p.n_threads == 1 ? "" : "s",
+                       describe_int8_peaks(p));
   return out;
 }
 
