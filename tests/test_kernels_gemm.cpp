@@ -183,3 +183,61 @@ TEST(PackedGemm, EveryLevelBitIdenticalToReference) {
 
 }  // namespace
 }  // namespace ubatch::kernels
+
+namespace ubatch::kernels {
+namespace {
+
+// matmul_multi: one pool job for several weights, each result the bits of its own matmul.
+TEST(PackedGemm, MultiEqualsSeparateCalls) {
+  const int64_t n_in = 512;
+  const TensorType types[] = {TensorType::Q5_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0};
+  const int64_t n_outs[] = {48, 16, 37, 80};
+  std::vector<Weights> w;
+  std::vector<std::unique_ptr<PackedWeight>> packed;
+  std::vector<WeightView> views;
+  for (int i = 0; i < 4; ++i) {
+    w.push_back(random_weights(types[i], n_in, n_outs[i], 40u + static_cast<uint32_t>(i)));
+    auto pw = pack_weight(types[i], w.back().data.data(), n_in, n_outs[i]);
+    ASSERT_TRUE(pw.is_ok());
+    packed.push_back(std::move(pw.value()));
+  }
+  for (int i = 0; i < 4; ++i) {
+    views.push_back(w[i].view);
+    views.back().packed = packed[i].get();
+  }
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t nt : {1, 2, 5, 37}) {
+      const std::vector<float> x = random_x(nt, n_in, 9);
+      for (int n : {1, 2, 3, 4}) {
+        std::vector<std::vector<float>> sep(n), multi(n);
+        const WeightView* ws[4];
+        float* ys[4];
+        for (int i = 0; i < n; ++i) {
+          sep[i].assign(nt * n_outs[i], 1.0f);
+          multi[i].assign(nt * n_outs[i], 2.0f);
+          matmul(views[i], x.data(), nt, sep[i].data(), pool);
+          ws[i] = &views[i];
+          ys[i] = multi[i].data();
+        }
+        matmul_multi(ws, ys, n, x.data(), nt, pool);
+        for (int i = 0; i < n; ++i)
+          ASSERT_EQ(0, std::memcmp(sep[i].data(), multi[i].data(), sep[i].size() * sizeof(float)))
+              << "threads " << threads << " n_tokens " << nt << " n " << n << " weight " << i;
+      }
+    }
+  }
+  // A weight without a packed copy: multiplied on its own, same results as matmul.
+  ThreadPool pool(2);
+  const std::vector<float> x = random_x(3, n_in, 10);
+  WeightView plain = w[0].view;
+  std::vector<float> a(3 * n_outs[0]), b(3 * n_outs[1]), c(a.size());
+  const WeightView* ws[2] = {&plain, &views[1]};
+  float* ys[2] = {a.data(), b.data()};
+  matmul_multi(ws, ys, 2, x.data(), 3, pool);
+  matmul(plain, x.data(), 3, c.data(), pool);
+  EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace ubatch::kernels

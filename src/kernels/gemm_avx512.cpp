@@ -189,10 +189,18 @@ void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLay
 
 template <int MR, int S, bool MIN>
 void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
-           const uint8_t* x, int64_t n_tokens, float* y, int64_t ldy, int rows_last) {
+           const uint8_t* x, int64_t n_tokens, float* y, int64_t ldy, int rows_last,
+           const char* pf, int64_t pf_bytes) {
+  // The next panels' packed bytes [pf, pf + pf_bytes) are prefetched into L2 a slice per
+  // tile, so their unpacking finds them there instead of waiting on memory.
+  const int64_t n_tiles = n_tokens / kNR;
+  const int64_t pf_slice = n_tiles > 0 ? ((pf_bytes / n_tiles + 63) & ~int64_t(63)) : 0;
   int64_t t = 0;
-  for (; t + kNR <= n_tokens; t += kNR)
+  for (; t + kNR <= n_tokens; t += kNR) {
+    for (int64_t off = 0; off < pf_slice && pf_bytes > 0; off += 64, pf_bytes -= 64, pf += 64)
+      _mm_prefetch(pf, _MM_HINT_T0);
     tile<MR, kNR, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last);
+  }
   switch (n_tokens - t) {
     case 7: tile<MR, 7, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
     case 6: tile<MR, 6, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
@@ -291,10 +299,14 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     }
     for (int m = 0; m < mr; ++m) unpack_panel_t<B, S>(w, p + m, buf[m]);
     const uint8_t* wp[2] = {buf[0], buf[1]};
+    // Prefetch what the next iteration unpacks (this thread's next two panels).
+    const int64_t next = std::min<int64_t>(2, p1 - (p + mr));
+    const char* pf = reinterpret_cast<const char*>(w.panel(std::min(p + mr, p1 - 1)));
+    const int64_t pf_bytes = next * w.panel_bytes;
     if (mr == 2)
-      tiles<2, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last);
+      tiles<2, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
     else
-      tiles<1, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last);
+      tiles<1, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
   }
 }
 

@@ -124,6 +124,7 @@ class Scratch {
 thread_local Scratch t_row_scratch;  // per thread: packed weight rows
 thread_local Scratch t_act_tmp;      // per thread: one activation row while packing
 thread_local Scratch t_acts;         // caller: the packed activations of a call
+thread_local Scratch t_packed_acts[kMaxMulti];  // caller: packed-GEMM activations, per layout
 thread_local std::vector<Group> t_groups;
 
 // Activations of the scalar reference: int8 rows in natural order and their block scales.
@@ -212,33 +213,73 @@ thread_local Scratch t_gemm_scratch;  // per thread: unpacked weight panels
 
 void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64_t n_tokens,
                    float* y, ThreadPool& pool) {
+  const PackedWeight* ws[1] = {&w};
+  float* ys[1] = {y};
+  matmul_packed_multi(level, ws, ys, 1, x, n_tokens, pool);
+}
+
+void matmul_packed_multi(SimdLevel level, const PackedWeight* const* ws, float* const* ys, int n,
+                         const float* x, int64_t n_tokens, ThreadPool& pool) {
+  UBATCH_CHECK(n >= 1 && n <= kMaxMulti);
   GemmPanelsFn gemm = &gemm_panels_scalar;
   if (level == SimdLevel::Amx) gemm = &gemm_panels_amx;
   else if (level == SimdLevel::Avx512) gemm = &gemm_panels_avx512;
   else if (level == SimdLevel::Avx2) gemm = &gemm_panels_avx2;
-  const ActLayout a = act_layout(w.fmt, w.n_in);
-  uint8_t* xp = t_acts.get(static_cast<size_t>(n_tokens * a.stride));
   auto* pack = level >= SimdLevel::Avx512 ? &pack_acts_avx512
                : level == SimdLevel::Avx2   ? &pack_acts_avx2
                                             : &pack_acts;
-  if (n_tokens * w.n_in < (1 << 16) || pool.n_threads() == 1) {
-    pack(w.fmt, a, x, 0, n_tokens, xp);
+  // Activations quantized once per distinct type (the layout depends on nothing else; every
+  // weight of one call has the same n_in).
+  ActLayout acts[kMaxMulti];
+  uint8_t* xps[kMaxMulti];
+  int act_of[kMaxMulti], owner[kMaxMulti];
+  int n_acts = 0;
+  const int64_t n_in = ws[0]->n_in;
+  for (int i = 0; i < n; ++i) {
+    UBATCH_CHECK(ws[i]->n_in == n_in);
+    act_of[i] = -1;
+    for (int k = 0; k < n_acts; ++k)
+      if (ws[owner[k]]->fmt.type == ws[i]->fmt.type) act_of[i] = k;
+    if (act_of[i] >= 0) continue;
+    act_of[i] = n_acts;
+    owner[n_acts] = i;
+    acts[n_acts] = act_layout(ws[i]->fmt, n_in);
+    xps[n_acts] = t_packed_acts[n_acts].get(static_cast<size_t>(n_tokens * acts[n_acts].stride));
+    ++n_acts;
+  }
+  auto pack_rows = [&](int64_t t0, int64_t t1) {
+    for (int k = 0; k < n_acts; ++k) pack(ws[owner[k]]->fmt, acts[k], x, t0, t1, xps[k]);
+  };
+  if (n_tokens * n_in < (1 << 16) || pool.n_threads() == 1) {
+    pack_rows(0, n_tokens);
   } else {
     pool.run([&](int ith, int nth) {
       int64_t t0, t1;
       ThreadPool::split(n_tokens, ith, nth, t0, t1);
-      if (t0 < t1) pack(w.fmt, a, x, t0, t1, xp);
+      if (t0 < t1) pack_rows(t0, t1);
     });
   }
-  const size_t scratch_bytes = static_cast<size_t>(gemm_scratch_bytes(w));
+  // One job for all weights: threads take contiguous runs of whole panel pairs (the
+  // micro-kernel covers two panels at a time) over the weights laid end to end.
+  int64_t pairs_end[kMaxMulti];
+  size_t scratch_bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    pairs_end[i] = (i ? pairs_end[i - 1] : 0) + (ws[i]->n_panels + 1) / 2;
+    scratch_bytes = std::max(scratch_bytes, static_cast<size_t>(gemm_scratch_bytes(*ws[i])));
+  }
   pool.run([&](int ith, int nth) {
-    // Whole panel pairs per thread (the micro-kernel covers two panels at a time).
-    int64_t p0, p1;
-    ThreadPool::split((w.n_panels + 1) / 2, ith, nth, p0, p1);
-    p0 = std::min(2 * p0, w.n_panels);
-    p1 = std::min(2 * p1, w.n_panels);
-    if (p0 == p1) return;
-    gemm(w, a, xp, n_tokens, y, w.n_out, p0, p1, t_gemm_scratch.get(scratch_bytes));
+    int64_t b, e;
+    ThreadPool::split(pairs_end[n - 1], ith, nth, b, e);
+    for (int i = 0; i < n && b < e; ++i) {
+      const int64_t first = i ? pairs_end[i - 1] : 0;
+      if (b >= pairs_end[i]) continue;
+      const int64_t q0 = b - first, q1 = std::min(e, pairs_end[i]) - first;
+      const PackedWeight& w = *ws[i];
+      const int k = act_of[i];
+      gemm(w, acts[k], xps[k], n_tokens, ys[i], w.n_out, 2 * q0, std::min(2 * q1, w.n_panels),
+           t_gemm_scratch.get(scratch_bytes));
+      b = pairs_end[i];
+    }
   });
 }
 
@@ -338,6 +379,23 @@ SimdLevel matmul_simd_level(std::string* why) {
 
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   detail::matmul_at_level(detail::matmul_level(), w, x, n_tokens, y, pool);
+}
+
+void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const float* x,
+                  int64_t n_tokens, ThreadPool& pool) {
+  UBATCH_CHECK(n >= 0 && n_tokens >= 0);
+  bool all_packed = n >= 1 && n <= detail::kMaxMulti && n_tokens > 0;
+  const PackedWeight* pws[detail::kMaxMulti] = {};
+  for (int i = 0; i < n && all_packed; ++i) {
+    detail::check_view(*ws[i]);
+    all_packed = ws[i]->packed != nullptr && ws[i]->n_out > 0 && ws[i]->n_in == ws[0]->n_in;
+    if (all_packed) pws[i] = ws[i]->packed;
+  }
+  if (!all_packed) {
+    for (int i = 0; i < n; ++i) matmul(*ws[i], x, n_tokens, ys[i], pool);
+    return;
+  }
+  detail::matmul_packed_multi(detail::matmul_level(), pws, ys, n, x, n_tokens, pool);
 }
 
 void matmul_reference(const WeightView& w, const float* x, int64_t n_tokens, float* y) {

@@ -47,6 +47,13 @@ SimdLevel matmul_simd_level(std::string* why = nullptr);
 // y = x · Wᵀ as above, split over the pool's threads by output rows.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
+// Several products of the same activations, y_i = x · W_iᵀ for i < n (n <= 4, every W_i with
+// the same n_in), in one hand-off to the pool instead of n (Q/K/V, gate/up). Each y_i is
+// bit-identical to matmul(W_i, x, n_tokens, y_i, pool). Weights without a packed copy are
+// multiplied one after the other.
+void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const float* x,
+                  int64_t n_tokens, ThreadPool& pool);
+
 // The scalar reference (SIMD paths are tested against it; they agree up to float rounding).
 void matmul_reference(const WeightView& w, const float* x, int64_t n_tokens, float* y);
 

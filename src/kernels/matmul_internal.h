@@ -119,6 +119,10 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
 // matmul of a packed weight on a given level (gemm_internal.h).
 void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64_t n_tokens,
                    float* y, ThreadPool& pool);
+// n (<= kMaxMulti) packed weights with the same n_in times the same x, in one pool job.
+constexpr int kMaxMulti = 4;
+void matmul_packed_multi(SimdLevel level, const PackedWeight* const* ws, float* const* ys, int n,
+                         const float* x, int64_t n_tokens, ThreadPool& pool);
 // The level matmul() uses on this machine: simd_level(), with AVX-512 only when VNNI is there.
 SimdLevel matmul_level();
 

@@ -223,9 +223,11 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
     const LayerWeights& L = layers_[il];
     const KvLayerView& kvl = kv.layers[il];
     for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * E, L.attn_norm, xn + t * E, E, hp.rms_eps);
-    kernels::matmul(L.wq, xn, T, q_.data(), pool);
-    kernels::matmul(L.wk, xn, T, k_.data(), pool);
-    kernels::matmul(L.wv, xn, T, v_.data(), pool);
+    {
+      const kernels::WeightView* ws[3] = {&L.wq, &L.wk, &L.wv};
+      float* ys[3] = {q_.data(), k_.data(), v_.data()};
+      kernels::matmul_multi(ws, ys, 3, xn, T, pool);  // one hand-off for the three
+    }
     const int swa_table = hp.layer_is_swa[il] ? 1 : 0;
     const float* rcos = rope_cos_[swa_table].data();
     const float* rsin = rope_sin_[swa_table].data();
@@ -289,8 +291,11 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
       kernels::add(x + t * E, r, x + t * E, E);
       kernels::rms_norm(x + t * E, L.ffn_norm, xn + t * E, E, hp.rms_eps);
     }
-    kernels::matmul(L.w_gate, xn, T, gate_.data(), pool);
-    kernels::matmul(L.w_up, xn, T, up_.data(), pool);
+    {
+      const kernels::WeightView* ws[2] = {&L.w_gate, &L.w_up};
+      float* ys[2] = {gate_.data(), up_.data()};
+      kernels::matmul_multi(ws, ys, 2, xn, T, pool);
+    }
     const int64_t nf = T * hp.n_ff;
     if (hp.ffn_act == FfnActivation::GeluTanh) kernels::gelu_tanh(gate_.data(), gate_.data(), nf);
     else kernels::silu(gate_.data(), gate_.data(), nf);
