@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs and builds (scripts/setup.sh
-# --no-run), runs every test with CTest, then builds the file-parser tests under
-# AddressSanitizer + UBSan and runs them too.
+# --no-run), runs every test with CTest, then builds the file-parser and packed-kernel tests
+# under AddressSanitizer + UBSan and runs them too.
 # Tests that need ../shared/reference skip visibly where it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,9 +11,9 @@ JOBS=$(nproc)
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-echo "== hostile-input tests under AddressSanitizer + UBSan"
+echo "== hostile-input and packed-kernel tests under AddressSanitizer + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUBATCH_SANITIZE=ON >/dev/null
-cmake --build build-asan --target test_gguf test_gguf_hostile
+cmake --build build-asan --target test_gguf test_gguf_hostile test_kernels_gemm
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf'
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed'
 echo "== all tests passed"

@@ -156,7 +156,8 @@ inline uint8_t quant_at(const PackedFormat& f, const uint8_t* q, int k, int i) {
   const int half = S / 2;
   const uint8_t v = q[(k % half) * 64 + i];
   uint8_t u = static_cast<uint8_t>(k < half ? (v & 0x0F) : (v >> 4));
-  const uint8_t hi = q[half * 64 + i];
+  if (f.bits == PackedBits::B4) return u;
+  const uint8_t hi = q[half * 64 + i];  // B5 / B6: the plane of high bits after the nibbles
   if (f.bits == PackedBits::B5) u = static_cast<uint8_t>(u | (((hi >> k) & 1) << 4));
   if (f.bits == PackedBits::B6) u = static_cast<uint8_t>(u | (((hi >> (2 * k)) & 3) << 4));
   return u;
