@@ -95,9 +95,9 @@ for path in sorted(glob.glob(os.path.join(out, "*_r*.json"))):
     scan, value, rep = re.match(r"(\w+?)_([\d.]+)_r(\d+)\.json", os.path.basename(path)).groups()
     r = json.load(open(path))["result"]
     m = open(path[:-5] + ".metrics.txt").read() if os.path.exists(path[:-5] + ".metrics.txt") else ""
-    def metric(name):
-        hit = re.search(r"^" + name + r"\s+([0-9.eE+-]+)$", m, re.M)
-        return float(hit.group(1)) if hit else float("nan")
+    def metric(name):  # summed over the family's labels (e.g. preemptions by cause)
+        hits = re.findall(r"^" + name + r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", m, re.M)
+        return sum(float(h) for h in hits) if hits else float("nan")
     log = open(path[:-5] + ".serve.log").read()
     cells = re.search(r"n_ctx (\d+)", log)
     runs.setdefault((scan, float(value)), []).append({

@@ -33,6 +33,8 @@ json request_body(const EndpointConfig& cfg, const RequestSpec& spec) {
   b["stream"] = true;
   b["stream_options"] = {{"include_usage", true}};
   if (cfg.ignore_eos) b["ignore_eos"] = true;
+  if (spec.priority != 0) b["priority"] = spec.priority;
+  if (spec.deadline_ms > 0) b["deadline_ms"] = spec.deadline_ms;
   if (cfg.temperature >= 0) b["temperature"] = cfg.temperature;
   return b;
 }
@@ -84,6 +86,10 @@ bool parse_stream_chunk(std::string_view data, StreamChunk& chunk) {
     chunk.completion_tokens = int_or(member(*u, "completion_tokens"), -1);
   }
   return true;
+}
+
+bool RequestResult::deadline_missed() const {
+  return (ok && finish_reason == "deadline") || status == 504 || error_code == "deadline_unattainable";
 }
 
 double RequestResult::tpot_ms() const {
@@ -189,11 +195,14 @@ std::string kind_of(httplib::Error e) {
   }
 }
 
-// The message of an OpenAI-style error body, else its start.
-std::string http_error_text(int status, const std::string& body) {
+// The message of an OpenAI-style error body, else its start; `code` gets error.code if any.
+std::string http_error_text(int status, const std::string& body, std::string& code) {
   json j = json::parse(body, nullptr, false);
   if (!j.is_discarded())
-    if (const json* e = member(j, "error")) return fmt::format("HTTP {}: {}", status, error_message(*e));
+    if (const json* e = member(j, "error")) {
+      if (const json* c = member(*e, "code"); c && c->is_string()) code = c->get<std::string>();
+      return fmt::format("HTTP {}: {}", status, error_message(*e));
+    }
   return fmt::format("HTTP {}: {}", status, body.substr(0, 200));
 }
 
@@ -203,6 +212,8 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
   using Clock = std::chrono::steady_clock;
   RequestResult r;
   r.index = spec.index;
+  r.urgent = spec.urgent;
+  r.has_deadline = spec.deadline_ms > 0;
   httplib::Request req;
   req.method = "POST";
   req.path = impl_->cfg.endpoint;
@@ -277,7 +288,7 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
   if (res.status < 200 || res.status >= 300) {
     r.ok = false;
     r.error_kind = fmt::format("http_{}", res.status);
-    r.error = http_error_text(res.status, err_body.empty() ? res.body : err_body);
+    r.error = http_error_text(res.status, err_body.empty() ? res.body : err_body, r.error_code);
     r.e2e_ms = std::chrono::duration<double, std::milli>(t_end - t_sent).count();
     return r;
   }

@@ -48,10 +48,13 @@ struct RequestSpec {
   int64_t index = 0;
   std::string prompt;
   int32_t max_tokens = 16;
+  bool urgent = false;       // of the urgent class (RequestMix's UrgentClass)
+  int32_t priority = 0;      // != 0: sent as "priority" (extension)
+  int64_t deadline_ms = 0;   // > 0: sent as "deadline_ms" (extension)
 };
 
 // The JSON body for spec (prompt, or messages [{"role": "user", "content": prompt}] for the
-// chat endpoint).
+// chat endpoint; priority and deadline_ms when set).
 nlohmann::json request_body(const EndpointConfig& cfg, const RequestSpec& spec);
 
 // What one chunk of an OpenAI stream says.
@@ -74,6 +77,9 @@ struct RequestResult {
   int status = 0;            // HTTP status; 0: no response
   std::string error_kind;    // "" when ok; "http_503", "connect", "stream_error", "incomplete", …
   std::string error;         // human-readable
+  std::string error_code;    // an HTTP error body's error.code ("queue_full", "deadline_exceeded", …)
+  bool urgent = false;       // the spec's class
+  bool has_deadline = false; // the spec carried a deadline
   double ttft_ms = -1;       // -1: no text arrived
   double e2e_ms = 0;
   std::vector<double> itl_ms;
@@ -85,6 +91,9 @@ struct RequestResult {
   int32_t reconnects = 0;    // resent once on a fresh connection: the kept-alive one was closed
                              // by the server before any byte of the response (see send())
   double tpot_ms() const;    // -1 when fewer than two tokens or no TTFT
+  // The request missed its deadline: a stream that ended with finish_reason "deadline", an
+  // HTTP 504, or a 503 refusal with code "deadline_unattainable" (docs/API.md).
+  bool deadline_missed() const;
 };
 
 // Accumulates one response stream (feed the body bytes as they arrive, with their arrival

@@ -54,6 +54,9 @@ LoadReport summarize_requests(std::vector<RequestResult> requests, double wall_s
   r.tpot_ms = summarize(std::move(tpot));
   r.e2e_ms = summarize(std::move(e2e));
   r.output_tokens = summarize(std::move(out));
+  r.urgent = summarize_class(requests, true);
+  r.normal = summarize_class(requests, false);
+  r.n_lost = r.urgent.n_lost + r.normal.n_lost;
   r.request_rate = wall_s > 0 ? static_cast<double>(r.n_completed) / wall_s : 0.0;
   r.output_tps = wall_s > 0 ? static_cast<double>(r.n_output_tokens) / wall_s : 0.0;
   r.requests = std::move(requests);
@@ -194,6 +197,7 @@ Result<LoadReport> run_load(const LoadConfig& cfg, const RequestMix& mix,
   r.users = cfg.open_loop() ? 0 : cfg.users;
   r.rate = cfg.rate;
   r.n_dropped = st->dropped.load();
+  r.has_classes = mix.has_urgent_class();
   return r;
 }
 
@@ -225,7 +229,9 @@ nlohmann::json to_json(const LoadReport& r, bool with_requests) {
                       {"itl_ms", summary_json(r.itl_ms)},
                       {"tpot_ms", summary_json(r.tpot_ms)},
                       {"e2e_ms", summary_json(r.e2e_ms)},
-                      {"output_tokens_per_request", summary_json(r.output_tokens)}};
+                      {"output_tokens_per_request", summary_json(r.output_tokens)},
+                      {"lost", r.n_lost}};
+  if (r.has_classes) j["classes"] = {{"urgent", to_json(r.urgent)}, {"normal", to_json(r.normal)}};
   if (with_requests) {
     nlohmann::json a = nlohmann::json::array();
     for (const RequestResult& q : r.requests)
@@ -239,7 +245,9 @@ nlohmann::json to_json(const LoadReport& r, bool with_requests) {
                    {"tpot_ms", q.tpot_ms()},
                    {"output_tokens", q.n_output_tokens},
                    {"prompt_tokens", q.n_prompt_tokens},
-                   {"finish_reason", q.finish_reason}});
+                   {"finish_reason", q.finish_reason},
+                   {"urgent", q.urgent},
+                   {"deadline_missed", q.deadline_missed()}});
     j["requests"] = a;
   }
   return j;
@@ -267,6 +275,10 @@ std::string format_text(const LoadReport& r) {
   row("ITL", r.itl_ms);
   row("TPOT", r.tpot_ms);
   row("e2e", r.e2e_ms);
+  if (r.has_classes) {
+    s += format_class("urgent", r.urgent);
+    s += format_class("normal", r.normal);
+  }
   return s;
 }
 

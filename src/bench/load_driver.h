@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/load_classes.h"
 #include "bench/load_client.h"
 #include "bench/prompts.h"
 #include "bench/stats.h"
@@ -66,6 +67,10 @@ struct LoadReport {
   double request_rate = 0;      // completed / s
   double output_tps = 0;        // output tokens / s
   Summary ttft_ms, itl_ms, tpot_ms, e2e_ms, output_tokens;
+  // The priority/deadline mix (load_classes.h): reported when the mix has an urgent class.
+  bool has_classes = false;
+  ClassReport urgent, normal;
+  int64_t n_lost = 0;  // ended with neither a response nor a deadline outcome
   std::vector<RequestResult> requests;  // every finished request, in completion order
 };
 

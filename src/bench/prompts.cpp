@@ -77,8 +77,9 @@ std::mt19937_64 request_rng(uint64_t seed, int64_t index) {
 
 }  // namespace
 
-RequestMix::RequestMix(uint64_t seed, IntRange prompt_words, IntRange max_tokens, std::vector<PromptEntry> prompts)
-    : seed_(seed), prompt_words_(prompt_words), max_tokens_(max_tokens), prompts_(std::move(prompts)) {}
+RequestMix::RequestMix(uint64_t seed, IntRange prompt_words, IntRange max_tokens, std::vector<PromptEntry> prompts,
+                       UrgentClass urgent)
+    : seed_(seed), prompt_words_(prompt_words), max_tokens_(max_tokens), prompts_(std::move(prompts)), urgent_(urgent) {}
 
 RequestSpec RequestMix::make(int64_t index) const {
   std::mt19937_64 rng = request_rng(seed_, index);
@@ -100,6 +101,15 @@ RequestSpec RequestMix::make(int64_t index) const {
   if (max_tokens < 0)
     max_tokens = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(max_tokens_.min, max_tokens_.max)(rng));
   s.max_tokens = max_tokens;
+  if (urgent_.share > 0) {
+    // Its own generator, so adding the urgent class leaves prompts and lengths as they were.
+    std::mt19937_64 class_rng = request_rng(seed_ ^ 0x75726765ull, index);
+    s.urgent = std::uniform_real_distribution<double>(0.0, 1.0)(class_rng) < urgent_.share;
+    if (s.urgent) {
+      s.priority = urgent_.priority;
+      s.deadline_ms = urgent_.deadline_ms;
+    }
+  }
   return s;
 }
 

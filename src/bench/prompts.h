@@ -30,17 +30,28 @@ Result<std::vector<PromptEntry>> parse_prompts_jsonl(std::string_view text, cons
 // Reads and parses a file; errors name the path.
 Result<std::vector<PromptEntry>> read_prompts_jsonl(const std::string& path);
 
+// A priority/deadline mix: this share of requests (a seeded draw per request, independent of
+// its prompt and length) is urgent, sent with this priority and, when > 0, this deadline.
+struct UrgentClass {
+  double share = 0.0;        // [0, 1]
+  int32_t priority = 10;
+  int64_t deadline_ms = 0;   // 0: none
+};
+
 class RequestMix {
  public:
   // prompt_words and max_tokens: inclusive ranges (min >= 1 for max_tokens). With prompts,
   // request i uses a seeded random entry of them (its max_tokens if set, else drawn).
-  RequestMix(uint64_t seed, IntRange prompt_words, IntRange max_tokens, std::vector<PromptEntry> prompts = {});
+  RequestMix(uint64_t seed, IntRange prompt_words, IntRange max_tokens, std::vector<PromptEntry> prompts = {},
+             UrgentClass urgent = {});
   RequestSpec make(int64_t index) const;
+  bool has_urgent_class() const { return urgent_.share > 0; }
 
  private:
   uint64_t seed_;
   IntRange prompt_words_, max_tokens_;
   std::vector<PromptEntry> prompts_;
+  UrgentClass urgent_;
 };
 
 }  // namespace ubatch::bench

@@ -68,7 +68,8 @@ void Engine::Impl::loop() {
         if (!sched.has_work()) {
           cv.wait(lock, [&] { return stop || !submits.empty() || !cancels.empty(); });
         } else if (std::isfinite(sched.hold_until_ms())) {
-          const double wait_ms = sched.hold_until_ms() - runner.now_ms();
+          // Holding a small batch: sleep to the window's end, or to an earlier deadline.
+          const double wait_ms = sched.next_event_ms() - runner.now_ms();
           if (wait_ms > 0)
             cv.wait_for(lock, std::chrono::microseconds(static_cast<int64_t>(wait_ms * 1000.0)),
                         [&] { return stop || !submits.empty() || !cancels.empty(); });
@@ -78,7 +79,8 @@ void Engine::Impl::loop() {
       new_submits.swap(submits);
       new_cancels.swap(cancels);
     }
-    for (Pending& p : new_submits) sched.submit(p.id, std::move(p.request), std::move(p.stream));
+    // A refused submit (a deadline it cannot meet) has already ended its stream.
+    for (Pending& p : new_submits) (void)sched.submit(p.id, std::move(p.request), std::move(p.stream));
     for (uint64_t id : new_cancels) sched.cancel(id);
     bool ran = sched.step();
     {
@@ -94,7 +96,7 @@ void Engine::Impl::loop() {
   // Shutdown: end everything still queued or running.
   {
     std::lock_guard<std::mutex> lock(mutex);
-    for (Pending& p : submits) sched.submit(p.id, std::move(p.request), std::move(p.stream));
+    for (Pending& p : submits) (void)sched.submit(p.id, std::move(p.request), std::move(p.stream));
     submits.clear();
   }
   sched.cancel_all("the engine is shutting down");
@@ -123,7 +125,7 @@ Engine::Submitted Engine::submit(Request request) {
   if (std::optional<SubmitError> err = impl_->sched.validate(request)) {
     out.error_code = err->code;
     out.error_message = err->message;
-    impl_->sched.note_rejected();
+    impl_->sched.note_rejected(err->code);
     return out;
   }
   std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -135,7 +137,7 @@ Engine::Submitted Engine::submit(Request request) {
   if (impl_->queued.load() >= impl_->config.max_queue) {
     out.error_code = SubmitError::Code::QueueFull;
     out.error_message = "the request queue is full; retry later";
-    impl_->sched.note_rejected();
+    impl_->sched.note_rejected(SubmitError::Code::QueueFull);
     return out;
   }
   const uint64_t id = impl_->next_id.fetch_add(1);

@@ -34,15 +34,14 @@ struct EngineConfig {
   double lambda = 1.0;             // weight of the latency penalty in the objective
   double mu = 1.0;                 // weight of the cache-hit bonus in the objective
   double aging_ms = 2000.0;        // waiting this long raises effective priority by one level
+  // Preemption for rank (policy ubatch; docs/SCHEDULER.md): a waiting request whose priority is
+  // at least a running sequence's rank + preempt_margin takes its place when no slot or KV room
+  // is free, once that sequence has run preempt_min_run_ms since its (re)admission.
+  int32_t preempt_margin = 1;       // levels; 0: never preempt for priority
+  double preempt_min_run_ms = 500;  // a sequence runs at least this long before it may be displaced
   int32_t max_tokens_cap = 1 << 20;
   int32_t n_ctx_seq = 0;           // most tokens one sequence may hold, prompt + generated
                                    // (0: the whole KV cache; serve: the model's trained context)
-};
-
-struct SubmitError {
-  enum class Code { QueueFull, TooLong, Invalid, ShuttingDown };
-  Code code;
-  std::string message;
 };
 
 class Engine {
@@ -56,6 +55,8 @@ class Engine {
   // Thread-safe. On success the request is queued and its stream will end with Done.
   // Errors: QueueFull (max_queue waiting), TooLong (prompt + max_tokens can never fit the
   // cache, or the prompt exceeds n_ctx), Invalid (empty prompt, bad ids or parameters).
+  // A strict deadline the scheduler cannot meet is refused on the engine thread, within one
+  // step: the stream then holds only a Done event whose `rejection` says why.
   struct Submitted {
     std::shared_ptr<Stream> stream;
     std::string error_message;

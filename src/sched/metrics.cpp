@@ -36,6 +36,10 @@ std::string perf_summary(const MetricsSnapshot& m, double wall_ms) {
   std::string out;
   out += fmt::format("perf: requests        {} finished ({} cancelled, {} failed), {} rejected\n", m.requests_finished,
        m.requests_cancelled, m.requests_failed, m.requests_rejected);
+  out += fmt::format("perf: rejected        {} queue full, {} too long, {} invalid, {} deadline unattainable\n",
+       m.rejected_queue_full, m.rejected_too_long, m.rejected_invalid, m.rejected_deadline);
+  out += fmt::format("perf: deadline misses {} ({} while queued, {} while running)\n",
+       m.deadline_misses_queued + m.deadline_misses_running, m.deadline_misses_queued, m.deadline_misses_running);
   out += fmt::format("perf: prompt tokens   {} computed, {} from the prefix cache (hit rate {:.1f}%)\n", m.prompt_tokens,
        m.cached_prompt_tokens, 100.0 * m.prefix_hit_rate);
   out += fmt::format("perf: generated       {} tokens, {:.2f} tokens/s over {:.1f} s busy ({:.1f} s wall)\n", m.generated_tokens,
@@ -47,7 +51,8 @@ std::string perf_summary(const MetricsSnapshot& m, double wall_ms) {
   out += fmt::format("perf: queue ms        p50 {:.1f}  p99 {:.1f}\n", m.queue_time.percentile(50), m.queue_time.percentile(99));
   out += fmt::format("perf: KV blocks       {} used now, peak {} of {} ({} tokens/block), {} cached\n", m.kv_blocks_used,
        m.kv_peak_blocks_used, m.kv_blocks_total, m.kv_block_size, m.kv_blocks_cached);
-  out += fmt::format("perf: preemptions     {}\n", m.preemptions);
+  out += fmt::format("perf: preemptions     {} ({} memory, {} priority)\n", m.preemptions, m.preemptions_memory,
+       m.preemptions_priority);
   return out;
 }
 

@@ -27,14 +27,22 @@ struct MetricsSnapshot {
   uint64_t requests_finished = 0;   // any finish reason
   uint64_t requests_cancelled = 0;
   uint64_t requests_failed = 0;
-  uint64_t requests_rejected = 0;   // at submit (queue full, too long, invalid)
+  uint64_t requests_rejected = 0;   // at submit or admission, all causes (the four below)
+  uint64_t rejected_queue_full = 0;
+  uint64_t rejected_too_long = 0;
+  uint64_t rejected_invalid = 0;    // invalid parameters, or the engine shutting down
+  uint64_t rejected_deadline = 0;   // a strict deadline the estimate says cannot be met
+  uint64_t deadline_misses_queued = 0;   // strict deadline passed before the request was scheduled
+  uint64_t deadline_misses_running = 0;  // strict deadline passed after it was scheduled
   uint64_t prompt_tokens = 0;       // prompt tokens processed (prefilled, not counting cache hits)
   uint64_t cached_prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;
   uint64_t step_tokens = 0;         // tokens run in all steps
   uint64_t step_budget = 0;         // n_batch × steps (batch fill = step_tokens / step_budget)
-  uint64_t preemptions = 0;
+  uint64_t preemptions = 0;           // all causes (the two below)
+  uint64_t preemptions_memory = 0;    // a decode found no KV room
+  uint64_t preemptions_priority = 0;  // a waiting request outranked it (no slot or KV room)
   double busy_ms = 0;               // time spent in steps
   // Gauges.
   int64_t queued = 0;
@@ -51,7 +59,8 @@ struct MetricsSnapshot {
 };
 
 // Multi-line human-readable summary (the `--perf` report printed at exit): steps, tokens,
-// throughput, batch fill, TTFT/TPOT/queue percentiles, KV usage, prefix hit rate, preemptions.
+// throughput, batch fill, TTFT/TPOT/queue percentiles, KV usage, prefix hit rate, preemptions
+// by cause, deadline misses, rejections by cause.
 std::string perf_summary(const MetricsSnapshot& m, double wall_ms);
 
 }  // namespace ubatch::sched

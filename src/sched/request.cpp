@@ -8,8 +8,24 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::Length: return "length";
     case FinishReason::Cancelled: return "cancelled";
     case FinishReason::Error: return "error";
+    case FinishReason::Deadline: return "deadline";
   }
   return "error";
+}
+
+const char* deadline_policy_name(DeadlinePolicy p) {
+  return p == DeadlinePolicy::BestEffort ? "best_effort" : "strict";
+}
+
+const char* submit_error_name(SubmitError::Code c) {
+  switch (c) {
+    case SubmitError::Code::QueueFull: return "queue_full";
+    case SubmitError::Code::TooLong: return "too_long";
+    case SubmitError::Code::Invalid: return "invalid";
+    case SubmitError::Code::ShuttingDown: return "shutting_down";
+    case SubmitError::Code::DeadlineUnattainable: return "deadline";
+  }
+  return "invalid";
 }
 
 bool Stream::next(Event& out, std::chrono::milliseconds timeout) {

@@ -3,7 +3,9 @@
 // A Request becomes one sequence per sample (n > 1: several sequences sharing the prompt's
 // KV). The engine streams Events on the request's Stream: Token events (text pieces that
 // never split a UTF-8 character, stop strings held back until they can no longer match),
-// one Finish event per sample, then exactly one Done event with usage and timings.
+// one Finish event per sample, then exactly one Done event with usage and timings. A request
+// refused by the scheduler at admission (a deadline it cannot meet) gets only a Done event
+// carrying the rejection.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,13 @@
 namespace ubatch::sched {
 
 using Clock = std::chrono::steady_clock;
+
+// What happens when a request's deadline passes (docs/SCHEDULER.md, "Deadlines").
+enum class DeadlinePolicy {
+  Strict,      // refused at admission when it cannot be met; ended (FinishReason::Deadline) when it passes
+  BestEffort,  // the deadline only orders the queue (earliest first); never refused or ended for it
+};
+const char* deadline_policy_name(DeadlinePolicy p);  // "strict", "best_effort"
 
 struct Request {
   std::vector<int32_t> prompt;      // token ids; when empty, prompt_text is tokenized
@@ -31,11 +41,22 @@ struct Request {
   int32_t n = 1;                    // samples sharing the prompt
   int32_t priority = 0;             // higher runs first
   int64_t deadline_ms = 0;          // > 0: wanted done within this many ms of arrival
+  DeadlinePolicy deadline_policy = DeadlinePolicy::Strict;
   int32_t top_logprobs = -1;        // >= 0: report the chosen token's logprob and this many alternatives
 };
 
-enum class FinishReason { Stop, Length, Cancelled, Error };
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+enum class FinishReason { Stop, Length, Cancelled, Error, Deadline };
+// "stop", "length", "cancelled", "error", "deadline"
+const char* finish_reason_name(FinishReason r);
+
+// Why a request was refused, at submit (validation, queue) or at admission (deadline).
+struct SubmitError {
+  enum class Code { QueueFull, TooLong, Invalid, ShuttingDown, DeadlineUnattainable };
+  Code code;
+  std::string message;
+};
+// "queue_full", "too_long", "invalid", "shutting_down", "deadline"
+const char* submit_error_name(SubmitError::Code c);
 
 struct Usage {
   int32_t prompt_tokens = 0;      // prompt length (counted once for n samples)
@@ -48,6 +69,8 @@ struct Timings {
   double ttft_ms = 0;    // arrival → first token
   double tpot_ms = 0;    // mean time per output token after the first
   double total_ms = 0;   // arrival → done
+  int32_t preempted = 0;     // times its sequences were preempted (all samples)
+  double preempted_ms = 0;   // time its sequences spent preempted, preemption → re-admission (all samples)
 };
 
 struct Event {
@@ -59,9 +82,10 @@ struct Event {
   TokenLogprob logprob{-1, 0.0f}; // Token: when requested
   std::vector<TokenLogprob> top;  // Token: alternatives when requested
   FinishReason finish = FinishReason::Stop;  // Finish
-  std::string error;              // Finish with Error; Done when the request failed as a whole
+  std::string error;              // Finish with Error or Deadline; Done when the request failed as a whole
   Usage usage;                    // Done
   Timings timings;                // Done
+  std::optional<SubmitError> rejection;  // Done: refused at admission; nothing ran
 };
 
 // A request's output channel: the engine thread pushes, a client thread pops.

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "sched/admission.h"
+#include "sched/preemption.h"
+
 namespace ubatch::sched {
 
 namespace {
@@ -25,6 +28,14 @@ struct Scheduler::Seq {
   Utf8StreamDecoder utf8;
   StopMatcher stop;
   double last_token_ms = -1;
+  // Waiting and rank (rank.h): time waited in earlier waits, the start of the current one,
+  // and while running the rank it was admitted with.
+  double waited_ms = 0;
+  double wait_since_ms = 0;
+  double rank = 0;
+  double admitted_ms = -1;         // last (re)admission
+  double preempted_at_ms = -1;     // while preempted: when
+  double readmitted_from_ms = -1;  // the preemption its last admission ended (undone by unadmit)
   Seq(const SamplingParams& sp, int32_t n_vocab, std::vector<std::string> stops)
       : sampler(sp, n_vocab), stop(std::move(stops)) {}
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
@@ -42,6 +53,9 @@ struct Scheduler::Req {
   Usage usage;
   bool failed = false;
   bool cancelled = false;
+  bool strict_deadline = false;  // deadline_ms > 0 with DeadlinePolicy::Strict
+  int32_t n_preempted = 0;
+  double preempted_ms = 0;
   std::string error;
 };
 
@@ -85,14 +99,24 @@ std::optional<SubmitError> Scheduler::validate(const Request& r) const {
   return std::nullopt;
 }
 
-void Scheduler::submit(uint64_t id, Request request, std::shared_ptr<Stream> stream) {
+std::optional<SubmitError> Scheduler::submit(uint64_t id, Request request, std::shared_ptr<Stream> stream) {
   auto r = std::make_unique<Req>();
   r->id = id;
   r->stream = std::move(stream);
   r->arrival_ms = runner_.now_ms();
   if (request.deadline_ms > 0) r->deadline_abs_ms = r->arrival_ms + static_cast<double>(request.deadline_ms);
+  r->strict_deadline = request.deadline_ms > 0 && request.deadline_policy == DeadlinePolicy::Strict;
   r->usage.prompt_tokens = static_cast<int32_t>(request.prompt.size());
   r->request = std::move(request);
+  if (std::optional<SubmitError> refused = check_deadline(*r, r->arrival_ms)) {
+    note_rejected(refused->code);
+    Event done;
+    done.kind = Event::Kind::Done;
+    done.usage = r->usage;
+    done.rejection = refused;
+    r->stream->push(std::move(done));
+    return refused;
+  }
   const int32_t n_vocab = runner_.n_vocab();
   for (int32_t i = 0; i < r->request.n; ++i) {
     SamplingParams sp = r->request.sampling;
@@ -102,6 +126,7 @@ void Scheduler::submit(uint64_t id, Request request, std::shared_ptr<Stream> str
     s->index = i;
     s->tokens = r->request.prompt;
     s->n_prompt = static_cast<int32_t>(s->tokens.size());
+    s->wait_since_ms = r->arrival_ms;
     for (int32_t t : s->tokens) s->sampler.accept(t);
     waiting_.push_back(s.get());
     r->seqs.push_back(std::move(s));
@@ -113,6 +138,42 @@ void Scheduler::submit(uint64_t id, Request request, std::shared_ptr<Stream> str
   }
   requests_.emplace(id, std::move(r));
   update_gauges();
+  return std::nullopt;
+}
+
+// Refuses a strict deadline the admission estimate says cannot be met (admission.h).
+std::optional<SubmitError> Scheduler::check_deadline(const Req& r, double now) const {
+  if (!r.strict_deadline || step_ms_ <= 0) return std::nullopt;
+  AdmissionInputs in;
+  in.step_ms = step_ms_;
+  in.n_batch = cfg_.n_batch;
+  in.n_prompt = static_cast<int32_t>(r.request.prompt.size());
+  in.free_slots = std::max(0, cfg_.n_parallel - static_cast<int32_t>(running_.size()));
+  in.group_running = cfg_.policy != Policy::UBatch && group_active_;
+  const RankKey mine{static_cast<double>(r.request.priority), r.deadline_abs_ms, r.arrival_ms, 0};
+  for (const Seq* s : waiting_)
+    if (ranks_above(RankKey{effective_priority(*s, now), s->req->deadline_abs_ms, s->req->arrival_ms, s->index}, mine))
+      ++in.ahead;
+  for (const Seq* s : running_) {
+    const Request& q = s->req->request;
+    if (cfg_.policy == Policy::UBatch && cfg_.preempt_margin > 0 &&
+        r.request.priority >= s->rank + cfg_.preempt_margin) {
+      ++in.preemptible;
+      continue;
+    }
+    // Only a sequence that ignores end-of-generation and has no stop strings is sure to run
+    // to max_tokens; any other may end at its next token.
+    const bool runs_to_length = q.ignore_eos && q.stop.empty();
+    in.steps_to_end.push_back(runs_to_length ? std::max(1, q.max_tokens - s->n_generated) : 1);
+  }
+  const double eta_ms = first_token_estimate_ms(in);
+  const double deadline = static_cast<double>(r.request.deadline_ms);
+  if (eta_ms <= deadline) return std::nullopt;
+  return SubmitError{SubmitError::Code::DeadlineUnattainable,
+                     fmt::format("the deadline of {} ms cannot be met: the first token is estimated at {:.0f} ms at the "
+                                 "earliest ({} steps of {:.1f} ms, {} requests ahead, {} of {} slots free)",
+                                 r.request.deadline_ms, eta_ms, steps_to_first_token(in), step_ms_, in.ahead,
+                                 in.free_slots, cfg_.n_parallel)};
 }
 
 void Scheduler::cancel(uint64_t id) {
@@ -147,10 +208,16 @@ int32_t Scheduler::alloc_seq_id() {
 }
 
 double Scheduler::effective_priority(const Seq& s, double now) const {
-  // Aging: every aging_ms spent waiting since arrival raises the priority by one level, so
-  // low-priority requests cannot starve under sustained load.
-  const double wait = std::max(0.0, now - s.req->arrival_ms);
-  return s.req->request.priority + (cfg_.aging_ms > 0 ? std::floor(wait / cfg_.aging_ms) : 0.0);
+  // Aging: every aging_ms spent waiting (queued or preempted) raises the priority by one
+  // level, so low-priority requests cannot starve under sustained load. A running sequence
+  // keeps the rank it was admitted with.
+  if (s.seq_id >= 0) return s.rank;
+  return s.req->request.priority + aging_levels(s.waited_ms + now - s.wait_since_ms, cfg_.aging_ms);
+}
+
+RankKey Scheduler::rank_key(const Seq& s) const {
+  return RankKey{s.seq_id >= 0 ? s.rank : static_cast<double>(s.req->request.priority), s.req->deadline_abs_ms,
+                 s.req->arrival_ms, s.index};
 }
 
 // Samples i > 0 of a request wait until sample 0 has computed the prompt, then fork its KV.
@@ -179,6 +246,15 @@ bool Scheduler::admit(Seq& s) {
     if (s.index == 0 && !s.admitted_once) s.req->usage.cached_tokens = std::min(reused, s.n_prompt);
   }
   s.n_computed = reused;
+  const double now = runner_.now_ms();
+  s.waited_ms += now - s.wait_since_ms;
+  s.rank = s.req->request.priority + aging_levels(s.waited_ms, cfg_.aging_ms);
+  s.admitted_ms = now;
+  s.readmitted_from_ms = s.preempted_at_ms;
+  if (s.preempted_at_ms >= 0) {
+    s.req->preempted_ms += now - s.preempted_at_ms;
+    s.preempted_at_ms = -1;
+  }
   if (!s.admitted_once) {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     if (s.index == 0) metrics_.cached_prompt_tokens += static_cast<uint64_t>(std::min(reused, s.n_prompt));
@@ -186,7 +262,7 @@ bool Scheduler::admit(Seq& s) {
   s.admitted_once = true;
   Req& r = *s.req;
   if (r.first_sched_ms < 0) {
-    r.first_sched_ms = runner_.now_ms();
+    r.first_sched_ms = now;
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     metrics_.queue_time.observe(r.first_sched_ms - r.arrival_ms);
   }
@@ -208,38 +284,106 @@ void Scheduler::release_kv(Seq& s) {
 }
 
 void Scheduler::unadmit(Seq& s) {
+  // Undo admit() in the same plan: the wait goes on (and the preemption it would have ended).
+  s.wait_since_ms = s.admitted_ms;
+  if (s.readmitted_from_ms >= 0) {
+    s.req->preempted_ms -= s.admitted_ms - s.readmitted_from_ms;
+    s.preempted_at_ms = s.readmitted_from_ms;
+  }
   release_kv(s);
   running_.erase(std::find(running_.begin(), running_.end(), &s));
   waiting_.push_back(&s);
 }
 
-void Scheduler::preempt(Seq& s) {
+void Scheduler::preempt(Seq& s, PreemptCause cause) {
   // Free its blocks and requeue it; it recomputes from its tokens (prompt + generated) and
   // continues with the same sampler state, so its output is unchanged.
   release_kv(s);
   running_.erase(std::find(running_.begin(), running_.end(), &s));
   waiting_.push_back(&s);
+  const double now = runner_.now_ms();
+  s.wait_since_ms = now;
+  s.preempted_at_ms = now;
+  ++s.req->n_preempted;
   std::lock_guard<std::mutex> lock(metrics_mutex_);
   ++metrics_.preemptions;
+  ++(cause == PreemptCause::Memory ? metrics_.preemptions_memory : metrics_.preemptions_priority);
 }
 
-// Lowest priority, then latest deadline, then latest arrival, among running sequences not
-// already planned this step (the requester itself may be chosen).
+// The lowest-ranked running sequence not already planned this step (the requester itself
+// may be chosen).
 Scheduler::Seq* Scheduler::pick_victim(const std::vector<Entry>& planned, const Seq* requester) {
   Seq* victim = nullptr;
-  auto worse = [](const Seq* a, const Seq* b) {  // true if a should be preempted before b
-    if (a->req->request.priority != b->req->request.priority) return a->req->request.priority < b->req->request.priority;
-    if (a->req->deadline_abs_ms != b->req->deadline_abs_ms) return a->req->deadline_abs_ms > b->req->deadline_abs_ms;
-    if (a->req->arrival_ms != b->req->arrival_ms) return a->req->arrival_ms > b->req->arrival_ms;
-    return a->index > b->index;
-  };
   for (Seq* s : running_) {
     bool in_plan = false;
     for (const Entry& e : planned) in_plan = in_plan || e.seq == s;
     if (in_plan && s != requester) continue;
-    if (!victim || worse(s, victim)) victim = s;
+    if (!victim || ranks_above(rank_key(*victim), rank_key(*s))) victim = s;
   }
   return victim;
+}
+
+// Ends every request whose strict deadline has passed: still queued, it is never prefilled.
+void Scheduler::expire_deadlines(double now) {
+  std::vector<Req*> expired;
+  for (auto& [id, r] : requests_)
+    if (r->strict_deadline && now >= r->deadline_abs_ms) expired.push_back(r.get());
+  for (Req* r : expired) {
+    const bool queued = r->first_sched_ms < 0;
+    {
+      std::lock_guard<std::mutex> lock(metrics_mutex_);
+      ++(queued ? metrics_.deadline_misses_queued : metrics_.deadline_misses_running);
+    }
+    const std::string why =
+        queued ? fmt::format("the deadline of {} ms passed while the request was queued ({:.0f} ms after arrival); "
+                             "it was never scheduled",
+                             r->request.deadline_ms, now - r->arrival_ms)
+               : fmt::format("the deadline of {} ms passed ({:.0f} ms after arrival) after {} generated tokens",
+                             r->request.deadline_ms, now - r->arrival_ms, r->usage.completion_tokens);
+    for (auto& s : r->seqs)
+      if (!s->done) finish_seq(*s, FinishReason::Deadline, why);
+  }
+}
+
+Scheduler::Seq* Scheduler::priority_victim(const Seq& waiting, double now) {
+  std::vector<RunningView> view;
+  view.reserve(running_.size());
+  for (const Seq* s : running_) view.push_back({rank_key(*s), now - s->admitted_ms, s->req->id});
+  const int i = pick_priority_victim(view, waiting.req->request.priority, waiting.req->id, cfg_.preempt_margin,
+                                     cfg_.preempt_min_run_ms);
+  return i < 0 ? nullptr : running_[static_cast<size_t>(i)];
+}
+
+// Policy ubatch: a waiting request that finds no free slot (or too few KV blocks for its
+// first chunk) displaces the lowest-ranked running sequence it outranks by the margin
+// (preemption.h). Waiting requests are taken in admission order; free slots go to the first.
+void Scheduler::preempt_for_priority(double now) {
+  if (cfg_.policy != Policy::UBatch || cfg_.preempt_margin <= 0 || waiting_.empty() || running_.empty()) return;
+  std::vector<Seq*> order;
+  for (Seq* s : waiting_)
+    if (admissible(*s)) order.push_back(s);
+  std::vector<std::pair<double, Seq*>> keyed;
+  for (Seq* s : order) keyed.push_back({effective_priority(*s, now), s});
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first > b.first;
+    if (a.second->req->deadline_abs_ms != b.second->req->deadline_abs_ms)
+      return a.second->req->deadline_abs_ms < b.second->req->deadline_abs_ms;
+    return a.second->req->arrival_ms < b.second->req->arrival_ms;
+  });
+  KvCache& kv = runner_.kv();
+  int32_t free_slots = cfg_.n_parallel - static_cast<int32_t>(running_.size());
+  for (const auto& [prio, w] : keyed) {
+    const int32_t first_chunk = std::min(static_cast<int32_t>(w->tokens.size()), cfg_.n_batch);
+    const int32_t need_blocks = (first_chunk + kv.block_size() - 1) / kv.block_size();
+    bool slot = free_slots > 0;
+    if (slot) --free_slots;
+    while (!slot || need_blocks > kv.n_blocks_available()) {
+      Seq* victim = priority_victim(*w, now);
+      if (!victim) break;
+      preempt(*victim, PreemptCause::Priority);
+      slot = true;  // the victim's slot; the next waiting one finds none free
+    }
+  }
 }
 
 void Scheduler::plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved) {
@@ -249,11 +393,8 @@ void Scheduler::plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32
   std::vector<Seq*> ready;
   for (Seq* s : running_)
     if (s->remaining() == 1) ready.push_back(s);
-  std::stable_sort(ready.begin(), ready.end(), [](const Seq* a, const Seq* b) {
-    if (a->req->request.priority != b->req->request.priority) return a->req->request.priority > b->req->request.priority;
-    if (a->req->deadline_abs_ms != b->req->deadline_abs_ms) return a->req->deadline_abs_ms < b->req->deadline_abs_ms;
-    return a->req->arrival_ms < b->req->arrival_ms;
-  });
+  std::stable_sort(ready.begin(), ready.end(),
+                   [this](const Seq* a, const Seq* b) { return ranks_above(rank_key(*a), rank_key(*b)); });
   for (Seq* s : ready) {
     if (s->seq_id < 0) continue;  // preempted earlier in this loop
     if (budget <= 0) break;
@@ -262,7 +403,7 @@ void Scheduler::plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32
     while (need + reserved > kv.n_blocks_available()) {
       Seq* victim = pick_victim(entries, s);
       if (!victim) break;
-      preempt(*victim);
+      preempt(*victim, PreemptCause::Memory);
       if (victim == s) {
         preempted_self = true;
         break;
@@ -414,6 +555,8 @@ void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int3
 
 void Scheduler::plan(std::vector<Entry>& entries) {
   const double now = runner_.now_ms();
+  expire_deadlines(now);
+  preempt_for_priority(now);
   int32_t budget = cfg_.n_batch;
   int32_t reserved = 0;
   plan_decodes(entries, budget, reserved);
@@ -462,7 +605,7 @@ bool Scheduler::step() {
     // is unchanged (decode checks before placing). Preempt the lowest-ranked sequence (it
     // recomputes later, same output) and plan again, rather than fail requests. Each retry
     // frees one sequence's blocks, and any one sequence fits the cache (validate()).
-    preempt(*pick_victim({}, nullptr));
+    preempt(*pick_victim({}, nullptr), PreemptCause::Memory);
     return true;
   }
   if (!res.ok()) {
@@ -483,6 +626,7 @@ bool Scheduler::step() {
     if (from < s.n_prompt) prompt_tokens += static_cast<uint64_t>(std::min(to, s.n_prompt) - from);
     s.n_computed = to;
   }
+  step_ms_ = step_ms_ > 0 ? 0.9 * step_ms_ + 0.1 * (t1 - t0) : t1 - t0;
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     ++metrics_.steps;
@@ -543,7 +687,7 @@ void Scheduler::on_token(Seq& s, const RowSample& row, double now) {
 void Scheduler::finish_seq(Seq& s, FinishReason reason, const std::string& error) {
   if (s.done) return;
   Req& r = *s.req;
-  if (reason == FinishReason::Stop || reason == FinishReason::Length) {
+  if (reason == FinishReason::Stop || reason == FinishReason::Length || reason == FinishReason::Deadline) {
     // Release held-back text: no stop string matched it.
     bool stopped = false;
     std::string tail = s.stop.push(s.utf8.flush(), &stopped);
@@ -551,6 +695,10 @@ void Scheduler::finish_seq(Seq& s, FinishReason reason, const std::string& error
     if (!tail.empty()) emit_text(s, tail, nullptr);
   }
   s.done = true;
+  if (s.preempted_at_ms >= 0) {  // ends while preempted
+    r.preempted_ms += runner_.now_ms() - s.preempted_at_ms;
+    s.preempted_at_ms = -1;
+  }
   if (s.seq_id >= 0) {
     release_kv(s);
     running_.erase(std::find(running_.begin(), running_.end(), &s));
@@ -584,6 +732,8 @@ void Scheduler::finish_request(Req& r) {
                              ? (r.last_token_ms - r.first_token_ms) / after_first * static_cast<double>(r.seqs.size())
                              : 0.0;
   done.timings.total_ms = now - r.arrival_ms;
+  done.timings.preempted = r.n_preempted;
+  done.timings.preempted_ms = r.preempted_ms;
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     ++metrics_.requests_finished;
@@ -611,9 +761,23 @@ void Scheduler::update_gauges() {
   metrics_.prefix_hit_rate = st.hit_rate();
 }
 
-void Scheduler::note_rejected() {
+void Scheduler::note_rejected(SubmitError::Code cause) {
   std::lock_guard<std::mutex> lock(metrics_mutex_);
   ++metrics_.requests_rejected;
+  switch (cause) {
+    case SubmitError::Code::QueueFull: ++metrics_.rejected_queue_full; break;
+    case SubmitError::Code::TooLong: ++metrics_.rejected_too_long; break;
+    case SubmitError::Code::Invalid:
+    case SubmitError::Code::ShuttingDown: ++metrics_.rejected_invalid; break;
+    case SubmitError::Code::DeadlineUnattainable: ++metrics_.rejected_deadline; break;
+  }
+}
+
+double Scheduler::next_event_ms() const {
+  double t = hold_until_ms_;
+  for (const auto& [id, r] : requests_)
+    if (r->strict_deadline) t = std::min(t, r->deadline_abs_ms);
+  return t;
 }
 
 MetricsSnapshot Scheduler::metrics() const {

@@ -3,8 +3,11 @@
 // (or the simulator) calls submit/cancel/step; nothing here locks except the metrics snapshot.
 //
 // A step (see docs/SCHEDULER.md):
+//   0. requests whose strict deadline has passed end (FinishReason::Deadline; never prefilled
+//      when still queued); policy ubatch: waiting requests that outrank a running sequence by
+//      the margin and find no slot or KV room preempt it (preemption.h);
 //   1. one decode token for every running sequence that is ready to decode, preempting the
-//      lowest-priority, latest-deadline sequences when the KV cache cannot hold them;
+//      lowest-ranked sequences (rank.h) when the KV cache cannot hold them;
 //   2. prefill chunks of partly prefilled and waiting sequences into the remaining budget
 //      (chunked prefill), candidates ordered by the policy (ubatch: effective priority,
 //      then deadline, then the objective score, then arrival);
@@ -24,6 +27,7 @@
 
 #include "sched/engine.h"
 #include "sched/metrics.h"
+#include "sched/rank.h"
 #include "sched/request.h"
 #include "sched/runner.h"
 #include "sched/stop_matcher.h"
@@ -40,8 +44,10 @@ class Scheduler {
   // Empty on success, else the error.
   std::optional<SubmitError> validate(const Request& request) const;
 
-  // Queues a validated request; arrival time = runner clock now.
-  void submit(uint64_t id, Request request, std::shared_ptr<Stream> stream);
+  // Queues a validated request; arrival time = runner clock now. A strict deadline that the
+  // admission estimate (admission.h) says cannot be met refuses it: the stream then gets a
+  // Done event with the rejection, and the error is returned.
+  std::optional<SubmitError> submit(uint64_t id, Request request, std::shared_ptr<Stream> stream);
   // Ends the request with FinishReason::Cancelled and frees its KV now.
   void cancel(uint64_t id);
   // Ends every request (engine shutdown).
@@ -52,11 +58,14 @@ class Scheduler {
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   // When holding a small batch for the window: the clock time it expires; else +inf.
   double hold_until_ms() const { return hold_until_ms_; }
+  // The next clock time at which a step may have something new to do without any submit or
+  // cancel: the end of the batch window or the earliest strict deadline; +inf when none.
+  double next_event_ms() const;
   size_t n_waiting_requests() const { return n_waiting_requests_; }
 
   MetricsSnapshot metrics() const;
   // Counts a request refused at submit (thread-safe: only touches the metrics).
-  void note_rejected();
+  void note_rejected(SubmitError::Code cause);
   const EngineConfig& config() const { return cfg_; }
 
  private:
@@ -67,13 +76,20 @@ class Scheduler {
     int32_t n_tokens;
   };
 
+  enum class PreemptCause { Memory, Priority };
+
   double effective_priority(const Seq& s, double now) const;
+  RankKey rank_key(const Seq& s) const;
   bool admissible(const Seq& s) const;
   bool admit(Seq& s);
   void release_kv(Seq& s);
   void unadmit(Seq& s);
-  void preempt(Seq& s);
+  void preempt(Seq& s, PreemptCause cause);
   Seq* pick_victim(const std::vector<Entry>& planned, const Seq* requester);
+  void expire_deadlines(double now);
+  void preempt_for_priority(double now);
+  Seq* priority_victim(const Seq& waiting, double now);
+  std::optional<SubmitError> check_deadline(const Req& r, double now) const;
   void plan(std::vector<Entry>& entries);
   void plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved);
   void plan_prefills(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved, double now);
@@ -97,6 +113,7 @@ class Scheduler {
   size_t n_waiting_requests_ = 0;
   double hold_until_ms_ = std::numeric_limits<double>::infinity();
   bool group_active_ = false;   // static/grouped: a group is running to completion
+  double step_ms_ = 0;          // moving average of measured step times (admission estimate)
 
   mutable std::mutex metrics_mutex_;
   MetricsSnapshot metrics_;

@@ -93,6 +93,16 @@ std::string FakeRunner::token_to_piece(int32_t id) const {
   return s;
 }
 
+bool is_urgent(const Workload& w, int32_t i) {
+  if (w.urgent_share <= 0) return false;
+  // Its own stream of draws (a hash of seed and index), so the rest of the mix is unchanged.
+  uint64_t h = (w.seed ^ 0x7F4A7C15F39CC060ull) + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+  h ^= h >> 31;
+  return static_cast<double>(h >> 11) * 0x1.0p-53 < w.urgent_share;
+}
+
 std::vector<Request> workload_requests(const Workload& w, int32_t n_vocab) {
   std::mt19937_64 rng(w.seed);
   auto uniform = [&](int32_t lo, int32_t hi) {
@@ -107,6 +117,10 @@ std::vector<Request> workload_requests(const Workload& w, int32_t n_vocab) {
     r.priority = w.priority_levels > 1 ? static_cast<int32_t>(rng() % w.priority_levels) : 0;
     r.sampling.temperature = 0.0f;
     r.ignore_eos = true;
+    if (is_urgent(w, k)) {
+      r.priority = w.urgent_priority;
+      r.deadline_ms = w.urgent_deadline_ms;
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -136,9 +150,12 @@ SimResult simulate(const EngineConfig& config, const CostModel& cost, const Work
   struct Live {
     std::shared_ptr<Stream> stream;
     int32_t user;
+    bool urgent;
+    bool has_deadline;
+    bool missed = false;
   };
   std::vector<Live> live;
-  std::vector<double> ttft, tpot, e2e;
+  std::vector<double> ttft, tpot, e2e, urgent_ttft;
   SimResult res;
   uint64_t next_id = 1;
   for (;;) {
@@ -150,24 +167,35 @@ SimResult simulate(const EngineConfig& config, const CostModel& cost, const Work
       Request r = requests[static_cast<size_t>(issued - 1)];
       auto stream = std::make_shared<Stream>(next_id);
       if (sched.validate(r)) continue;  // cannot fit this cache: skipped
-      sched.submit(next_id++, std::move(r), stream);
-      live.push_back({stream, user});
+      const bool urgent = is_urgent(w, issued - 1), has_deadline = r.deadline_ms > 0;
+      (void)sched.submit(next_id++, std::move(r), stream);  // a refusal ends the stream at once
+      live.push_back({stream, user, urgent, has_deadline});
+      res.urgent += urgent ? 1 : 0;
+      res.with_deadline += has_deadline ? 1 : 0;
     }
     bool ran = sched.step();
     // Collect finished requests.
     for (size_t i = 0; i < live.size();) {
       Event e;
       bool done = false;
-      while (live[i].stream->next(e, std::chrono::milliseconds(0)))
-        if (e.kind == Event::Kind::Done) {
+      while (live[i].stream->next(e, std::chrono::milliseconds(0))) {
+        if (e.kind == Event::Kind::Finish && e.finish == FinishReason::Deadline) live[i].missed = true;
+        if (e.kind == Event::Kind::Done && e.rejection) {
           done = true;
+          ++res.rejected;
+          ++res.deadline_missed;
+        } else if (e.kind == Event::Kind::Done) {
+          done = true;
+          if (live[i].missed) ++res.deadline_missed;
+          if (live[i].urgent && e.usage.completion_tokens > 0) urgent_ttft.push_back(e.timings.ttft_ms);
           ++res.completed;
           res.generated_tokens += e.usage.completion_tokens;
           res.prompt_tokens += e.usage.prompt_tokens;
-          ttft.push_back(e.timings.ttft_ms);
+          if (e.usage.completion_tokens > 0) ttft.push_back(e.timings.ttft_ms);
           tpot.push_back(e.timings.tpot_ms);
           e2e.push_back(e.timings.total_ms);
         }
+      }
       if (done) {
         if (live[i].user >= 0 && issued < w.n_requests) arrivals.emplace(runner.now_ms() + w.think_ms, live[i].user);
         live.erase(live.begin() + static_cast<long>(i));
@@ -178,7 +206,7 @@ SimResult simulate(const EngineConfig& config, const CostModel& cost, const Work
     if (ran) continue;
     if (!sched.has_work() && arrivals.empty()) break;
     double next = arrivals.empty() ? std::numeric_limits<double>::infinity() : arrivals.begin()->first;
-    next = std::min(next, sched.hold_until_ms());
+    next = std::min(next, sched.next_event_ms());
     if (!std::isfinite(next)) {
       if (!sched.has_work()) break;
       next = runner.now_ms() + 1.0;  // blocked on KV: let time pass (nothing else can free it)
@@ -199,10 +227,14 @@ SimResult simulate(const EngineConfig& config, const CostModel& cost, const Work
   res.tpot_p99_ms = pct(tpot, 99);
   res.e2e_p50_ms = pct(e2e, 50);
   res.e2e_p99_ms = pct(e2e, 99);
+  res.urgent_ttft_p50_ms = pct(urgent_ttft, 50);
+  res.urgent_ttft_p99_ms = pct(urgent_ttft, 99);
   const MetricsSnapshot m = sched.metrics();
   res.steps = static_cast<int64_t>(m.steps);
   res.batch_fill = m.batch_fill();
   res.preemptions = static_cast<int64_t>(m.preemptions);
+  res.preemptions_memory = static_cast<int64_t>(m.preemptions_memory);
+  res.preemptions_priority = static_cast<int64_t>(m.preemptions_priority);
   return res;
 }
 

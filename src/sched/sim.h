@@ -63,6 +63,11 @@ struct Workload {
   double think_ms = 0.0;           // closed loop: pause between a reply and the next request
   uint64_t seed = 1;
   int32_t priority_levels = 1;     // priorities drawn uniformly from [0, levels)
+  // The urgent class: this share of requests (a seeded draw per request, independent of the
+  // rest of the mix) gets urgent_priority and, when > 0, a strict deadline.
+  double urgent_share = 0.0;
+  int32_t urgent_priority = 10;
+  int64_t urgent_deadline_ms = 0;
 };
 
 struct SimResult {
@@ -77,7 +82,18 @@ struct SimResult {
   int64_t steps = 0;
   double batch_fill = 0;
   int64_t preemptions = 0;
+  int64_t preemptions_memory = 0, preemptions_priority = 0;
+  // Deadlines: requests that had one, and of those the ones that missed it (refused at
+  // admission, or ended by it: finish reason deadline).
+  int32_t with_deadline = 0, deadline_missed = 0, rejected = 0;
+  double deadline_miss_rate() const { return with_deadline ? double(deadline_missed) / with_deadline : 0.0; }
+  // The urgent class (Workload::urgent_share): requests, and TTFT over those that got a token.
+  int32_t urgent = 0;
+  double urgent_ttft_p50_ms = 0, urgent_ttft_p99_ms = 0;
 };
+
+// Whether request i of the workload is urgent (deterministic in seed and i).
+bool is_urgent(const Workload& workload, int32_t i);
 
 // The workload's requests, in issue order (seeded; the same for simulated and real runs).
 std::vector<Request> workload_requests(const Workload& workload, int32_t n_vocab);

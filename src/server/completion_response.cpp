@@ -58,6 +58,7 @@ const char* finish_reason_text(sched::FinishReason r) {
     case sched::FinishReason::Length: return "length";
     case sched::FinishReason::Cancelled: return "cancelled";
     case sched::FinishReason::Error: return "error";
+    case sched::FinishReason::Deadline: return "deadline";
   }
   return "error";
 }
@@ -70,7 +71,8 @@ json usage_json(const sched::Usage& u) {
 }
 
 json timings_json(const sched::Timings& t) {
-  return {{"queue_ms", t.queue_ms}, {"ttft_ms", t.ttft_ms}, {"tpot_ms", t.tpot_ms}, {"total_ms", t.total_ms}};
+  return {{"queue_ms", t.queue_ms}, {"ttft_ms", t.ttft_ms}, {"tpot_ms", t.tpot_ms}, {"total_ms", t.total_ms},
+          {"preempted", t.preempted}, {"preempted_ms", t.preempted_ms}};
 }
 
 CompletionAccumulator::CompletionAccumulator(ResponseMeta meta, int32_t n, const Tokenizer& tokenizer)
@@ -111,7 +113,7 @@ json CompletionAccumulator::response(const sched::Event& done) const {
       choice["logprobs"] = meta_.logprobs ? c.logprobs : json(nullptr);
     }
     choice["finish_reason"] = finish_reason_text(c.finished ? c.finish : sched::FinishReason::Cancelled);
-    if (!c.error.empty()) choice["error"] = c.error;
+    if (!c.error.empty() && c.finish == sched::FinishReason::Error) choice["error"] = c.error;
     choices.push_back(std::move(choice));
   }
   return {{"id", meta_.id},
@@ -181,7 +183,7 @@ json ChunkBuilder::finish(const sched::Event& e) const {
     choice["text"] = "";
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_reason_text(e.finish);
-  if (!e.error.empty()) choice["error"] = e.error;
+  if (!e.error.empty() && e.finish == sched::FinishReason::Error) choice["error"] = e.error;
   return chunk(json::array({std::move(choice)}));
 }
 

@@ -30,11 +30,12 @@ struct ResponseMeta {
   bool logprobs = false;
 };
 
-const char* finish_reason_text(sched::FinishReason r);  // "stop", "length", "cancelled", "error"
+// "stop", "length", "cancelled", "error", "deadline"
+const char* finish_reason_text(sched::FinishReason r);
 
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
 nlohmann::json usage_json(const sched::Usage& u);
-// Extension: {"queue_ms", "ttft_ms", "tpot_ms", "total_ms"}.
+// Extension: {"queue_ms", "ttft_ms", "tpot_ms", "total_ms", "preempted", "preempted_ms"}.
 nlohmann::json timings_json(const sched::Timings& t);
 
 // Collects Token and Finish events of a non-streamed request; response() builds the body

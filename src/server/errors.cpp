@@ -38,6 +38,17 @@ ApiError unavailable(std::string message, int retry_after_s) {
   return e;
 }
 
+ApiError deadline_exceeded(std::string message) {
+  ApiError e = make(504, std::move(message), "deadline_exceeded", "deadline_exceeded");
+  e.param = "deadline_ms";
+  return e;
+}
+ApiError deadline_unattainable(std::string message) {
+  ApiError e = make(503, std::move(message), "unavailable_error", "deadline_unattainable");
+  e.param = "deadline_ms";
+  return e;
+}
+
 nlohmann::json error_json(const ApiError& e) {
   nlohmann::json err = {{"message", e.message}, {"type", e.type}};
   err["param"] = e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param);

@@ -25,12 +25,18 @@ struct ApiError {
 // 400 invalid_request_error for request field `param`.
 ApiError invalid_request(std::string message, std::string param = {}, std::string code = "invalid_value");
 // Other statuses with their types: 401 authentication_error, 404 not_found_error,
-// 413 invalid_request_error (request_too_large), 500 server_error, 503 unavailable_error.
+// 413 invalid_request_error (request_too_large), 500 server_error, 503 unavailable_error,
+// 504 deadline_exceeded.
 ApiError unauthorized(std::string message);
 ApiError not_found(std::string message);
 ApiError too_large(std::string message);
 ApiError server_error(std::string message);
 ApiError unavailable(std::string message, int retry_after_s = 0);
+// 504 deadline_exceeded (type and code): the request's deadline passed before its first token.
+ApiError deadline_exceeded(std::string message);
+// 503 unavailable_error, code deadline_unattainable: refused at admission, the deadline
+// cannot be met given the work ahead of it.
+ApiError deadline_unattainable(std::string message);
 
 // {"error": {...}} for e.
 nlohmann::json error_json(const ApiError& e);

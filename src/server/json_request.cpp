@@ -438,6 +438,17 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
   if (priority) r.priority = static_cast<int32_t>(*priority);
   UBATCH_TRY(read_int(body, "deadline_ms", 0, int64_t{1} << 40, deadline));
   if (deadline) r.deadline_ms = *deadline;
+  if (const json* dp = field(body, "deadline_policy")) {
+    if (!dp->is_string()) return type_error("deadline_policy", "a string (\"strict\" or \"best_effort\")");
+    const std::string v = dp->get<std::string>();
+    if (v == "strict")
+      r.deadline_policy = sched::DeadlinePolicy::Strict;
+    else if (v == "best_effort")
+      r.deadline_policy = sched::DeadlinePolicy::BestEffort;
+    else
+      return invalid_request(fmt::format("'deadline_policy' must be \"strict\" or \"best_effort\", got \"{}\"", v),
+                             "deadline_policy");
+  }
   UBATCH_TRY(parse_sampling(body, limits, r.sampling));
   UBATCH_TRY(parse_logprobs(body, endpoint, out));
 

@@ -1,6 +1,8 @@
 #include "server/prometheus.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -21,6 +23,13 @@ void header(std::string& out, const std::string& name, const char* type, const s
 void counter(std::string& out, const std::string& name, const std::string& help, uint64_t v) {
   header(out, name, "counter", help);
   out += fmt::format("{} {}\n", name, v);
+}
+
+// One counter family with a label: name{label="value"} per entry.
+void labeled_counter(std::string& out, const std::string& name, const std::string& help, const char* label,
+                     std::initializer_list<std::pair<const char*, uint64_t>> values) {
+  header(out, name, "counter", help);
+  for (const auto& [value, n] : values) out += fmt::format("{}{{{}=\"{}\"}} {}\n", name, label, value, n);
 }
 
 void counter_f(std::string& out, const std::string& name, const std::string& help, double v) {
@@ -69,8 +78,14 @@ std::string render_prometheus(const sched::MetricsSnapshot* m, const ServerMetri
   counter(out, "ubatch_requests_cancelled_total", "requests cancelled (client gone or shutdown)",
           m->requests_cancelled);
   counter(out, "ubatch_requests_failed_total", "requests that ended with an error", m->requests_failed);
-  counter(out, "ubatch_requests_rejected_total", "requests refused at submit (queue full, too long, invalid)",
-          m->requests_rejected);
+  labeled_counter(out, "ubatch_requests_rejected_total", "requests refused at submit or admission, by cause", "cause",
+                  {{"queue_full", m->rejected_queue_full},
+                   {"too_long", m->rejected_too_long},
+                   {"invalid", m->rejected_invalid},
+                   {"deadline", m->rejected_deadline}});
+  labeled_counter(out, "ubatch_deadline_misses_total",
+                  "requests whose strict deadline passed, by where they were (queued: never scheduled)", "stage",
+                  {{"queued", m->deadline_misses_queued}, {"running", m->deadline_misses_running}});
   counter(out, "ubatch_prompt_tokens_total", "prompt tokens prefilled (cache hits not counted)", m->prompt_tokens);
   counter(out, "ubatch_cached_prompt_tokens_total", "prompt tokens served from the prefix cache",
           m->cached_prompt_tokens);
@@ -78,7 +93,9 @@ std::string render_prometheus(const sched::MetricsSnapshot* m, const ServerMetri
   counter(out, "ubatch_steps_total", "engine steps run", m->steps);
   counter(out, "ubatch_step_tokens_total", "tokens run in all steps", m->step_tokens);
   counter(out, "ubatch_step_budget_tokens_total", "token budget of all steps (n_batch per step)", m->step_budget);
-  counter(out, "ubatch_preemptions_total", "sequences preempted under KV pressure", m->preemptions);
+  labeled_counter(out, "ubatch_preemptions_total", "sequences preempted, by cause (memory: no KV room for a decode; "
+                  "priority: a waiting request outranked it)", "cause",
+                  {{"memory", m->preemptions_memory}, {"priority", m->preemptions_priority}});
   counter_f(out, "ubatch_busy_seconds_total", "time spent in engine steps", m->busy_ms / 1000.0);
 
   gauge(out, "ubatch_requests_queued", "requests waiting to be scheduled", static_cast<double>(m->queued));

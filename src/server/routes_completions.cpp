@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -35,16 +37,62 @@ ApiError submit_error(const sched::Engine::Submitted& s) {
       return invalid_request(s.error_message, "max_tokens", "context_length_exceeded");
     case sched::SubmitError::Code::Invalid: return invalid_request(s.error_message);
     case sched::SubmitError::Code::ShuttingDown: return unavailable("the server is shutting down: " + s.error_message);
+    case sched::SubmitError::Code::DeadlineUnattainable: return deadline_unattainable(s.error_message);
   }
   return server_error(s.error_message);
 }
 
 void log_done(uint64_t id, const sched::Event& done) {
+  if (done.rejection) {
+    spdlog::info("request {:x} refused: {}", id, done.rejection->message);
+    return;
+  }
   spdlog::info("request {:x} done: {} prompt tokens ({} cached), {} completion tokens, queue {:.1f} ms, ttft {:.1f} "
-               "ms, tpot {:.2f} ms, total {:.1f} ms{}",
+               "ms, tpot {:.2f} ms, total {:.1f} ms, preempted {} ({:.1f} ms){}",
                id, done.usage.prompt_tokens, done.usage.cached_tokens, done.usage.completion_tokens,
                done.timings.queue_ms, done.timings.ttft_ms, done.timings.tpot_ms, done.timings.total_ms,
-               done.error.empty() ? "" : " error: " + done.error);
+               done.timings.preempted, done.timings.preempted_ms, done.error.empty() ? "" : " error: " + done.error);
+}
+
+// A request that ends before its first token with a deadline outcome gets an HTTP error
+// instead of a response: 503 when refused at admission, 504 when its deadline passed.
+// `finishes` are the request's Finish events.
+std::optional<ApiError> deadline_outcome(const sched::Event& done, const std::vector<sched::Event>& finishes) {
+  if (done.rejection) return deadline_unattainable(done.rejection->message);
+  if (done.usage.completion_tokens > 0) return std::nullopt;
+  for (const sched::Event& f : finishes)
+    if (f.finish == sched::FinishReason::Deadline) return deadline_exceeded(f.error);
+  return std::nullopt;
+}
+
+enum class Wait { Event, Stopping, ClientGone };
+
+// Waits for the request's next event while watching the server's stop flag and, through
+// `gone` (called at least every kPollInterval), the client's connection.
+template <typename Gone>
+Wait next_event(ServerState& state, sched::Stream& stream, sched::Event& ev, sched::Clock::time_point& last_check,
+                const Gone& gone) {
+  while (true) {
+    const bool got = stream.next(ev, kPollInterval);
+    if (!got || sched::Clock::now() - last_check >= kPollInterval) {
+      last_check = sched::Clock::now();
+      if (state.stopping) return Wait::Stopping;
+      if (gone()) return Wait::ClientGone;
+    }
+    if (got) return Wait::Event;
+  }
+}
+
+// Answers a request whose wait ended without a response: cancels it and sets the status.
+void abandon(ServerState& state, sched::Engine& engine, uint64_t id, Wait why, httplib::Response& res) {
+  engine.cancel(id);
+  if (why == Wait::Stopping) return send_error(res, unavailable("the server is shutting down"));
+  state.counters.disconnects++;
+  spdlog::info("request {:x}: client disconnected, cancelled", id);
+  // Nobody reads this; 499 (client closed request, as nginx logs it) keeps the counters honest.
+  ApiError gone = invalid_request("the client closed the connection", "", "client_closed");
+  gone.status = 499;
+  send_error(res, gone);
 }
 
 // Everything a streamed response needs after the handler has returned (the content
@@ -53,6 +101,7 @@ struct StreamState {
   ServerState* state = nullptr;
   sched::Engine* engine = nullptr;
   std::shared_ptr<sched::Stream> stream;
+  std::vector<sched::Event> early;  // events that arrived before the response started, in order
   ChunkBuilder builder;
   int32_t n = 1;
   bool chat = false;
@@ -85,20 +134,17 @@ bool run_stream(StreamState& s, httplib::DataSink& sink) {
       if (!write(sse_frame(s.builder.role(i)))) return false;
   auto last_check = sched::Clock::now();
   sched::Event ev;
+  size_t n_early = 0;
   while (true) {
-    const bool got = s.stream->next(ev, kPollInterval);
-    if (!got || sched::Clock::now() - last_check >= kPollInterval) {
-      last_check = sched::Clock::now();
-      if (s.state->stopping) {
-        s.cancel(false);
-        return false;
-      }
-      if (!sink.is_writable()) {
-        s.cancel(true);
+    if (n_early < s.early.size()) {
+      ev = std::move(s.early[n_early++]);
+    } else {
+      const Wait w = next_event(*s.state, *s.stream, ev, last_check, [&] { return !sink.is_writable(); });
+      if (w != Wait::Event) {
+        s.cancel(w == Wait::ClientGone);
         return false;
       }
     }
-    if (!got) continue;
     switch (ev.kind) {
       case sched::Event::Kind::Token: {
         json chunk;
@@ -127,11 +173,34 @@ bool run_stream(StreamState& s, httplib::DataSink& sink) {
 }
 
 void respond_streaming(ServerState& state, sched::Engine& engine, const Tokenizer& tok, const ParsedRequest& parsed,
-                       std::shared_ptr<sched::Stream> stream, ResponseMeta meta, httplib::Response& res) {
+                       std::shared_ptr<sched::Stream> stream, ResponseMeta meta, const httplib::Request& req,
+                       httplib::Response& res) {
+  // The response (status 200) starts with the first token: until then the request may still
+  // end with a deadline outcome, which is an HTTP error (deadline_outcome).
+  std::vector<sched::Event> early, finishes;
+  {
+    const ConnectionProbe probe(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    auto last_check = sched::Clock::now();
+    sched::Event ev;
+    while (true) {
+      const Wait w = next_event(state, *stream, ev, last_check, [&] { return probe.closed(); });
+      if (w != Wait::Event) return abandon(state, engine, stream->id(), w, res);
+      if (ev.kind == sched::Event::Kind::Finish) finishes.push_back(ev);
+      if (ev.kind == sched::Event::Kind::Done)
+        if (std::optional<ApiError> e = deadline_outcome(ev, finishes)) {
+          log_done(stream->id(), ev);
+          return send_error(res, *e);
+        }
+      const bool started = ev.kind != sched::Event::Kind::Finish;
+      early.push_back(std::move(ev));
+      if (started) break;
+    }
+  }
   auto s = std::make_shared<StreamState>(ChunkBuilder(std::move(meta), parsed.request.n, tok, parsed.include_usage));
   s->state = &state;
   s->engine = &engine;
   s->stream = std::move(stream);
+  s->early = std::move(early);
   s->n = parsed.request.n;
   s->chat = parsed.endpoint == Endpoint::ChatCompletions;
   s->include_usage = parsed.include_usage;
@@ -162,32 +231,19 @@ void respond_blocking(ServerState& state, sched::Engine& engine, const Tokenizer
                       httplib::Response& res) {
   const ConnectionProbe probe(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   CompletionAccumulator acc(std::move(meta), parsed.request.n, tok);
+  std::vector<sched::Event> finishes;
   auto last_check = sched::Clock::now();
   sched::Event ev;
   while (true) {
-    const bool got = stream->next(ev, kPollInterval);
-    if (!got || sched::Clock::now() - last_check >= kPollInterval) {
-      last_check = sched::Clock::now();
-      if (state.stopping) {
-        engine.cancel(stream->id());
-        return send_error(res, unavailable("the server is shutting down"));
-      }
-      if (probe.closed()) {
-        engine.cancel(stream->id());
-        state.counters.disconnects++;
-        spdlog::info("request {:x}: client disconnected, cancelled", stream->id());
-        // Nobody reads this; 499 (client closed request, as nginx logs it) keeps the counters honest.
-        ApiError gone = invalid_request("the client closed the connection", "", "client_closed");
-        gone.status = 499;
-        return send_error(res, gone);
-      }
-    }
-    if (!got) continue;
+    const Wait w = next_event(state, *stream, ev, last_check, [&] { return probe.closed(); });
+    if (w != Wait::Event) return abandon(state, engine, stream->id(), w, res);
     if (ev.kind != sched::Event::Kind::Done) {
+      if (ev.kind == sched::Event::Kind::Finish) finishes.push_back(ev);
       acc.add(ev);
       continue;
     }
     log_done(stream->id(), ev);
+    if (std::optional<ApiError> e = deadline_outcome(ev, finishes)) return send_error(res, *e);
     if (!ev.error.empty()) return send_error(res, server_error(ev.error));
     return send_json(res, 200, acc.response(ev));
   }
@@ -218,8 +274,9 @@ void handle(ServerState& state, Endpoint endpoint, const httplib::Request& req, 
     return send_error(res, submit_error(sub));
   }
   const uint64_t id = sub.stream->id();
-  spdlog::info("request {:x} {}: {} prompt tokens, n {}, max_tokens {}, stream {}", id, req.path, n_prompt,
-               parsed.request.n, parsed.request.max_tokens, parsed.stream);
+  spdlog::info("request {:x} {}: {} prompt tokens, n {}, max_tokens {}, stream {}, priority {}, deadline_ms {}", id,
+               req.path, n_prompt, parsed.request.n, parsed.request.max_tokens, parsed.stream, parsed.request.priority,
+               parsed.request.deadline_ms);
   if (state.config.log_prompts) spdlog::info("request {:x} prompt: {}", id, parsed.prompt_text);
 
   ResponseMeta meta;
@@ -229,7 +286,7 @@ void handle(ServerState& state, Endpoint endpoint, const httplib::Request& req, 
   meta.model = state.config.model_name;
   meta.logprobs = parsed.logprobs;
   if (parsed.stream)
-    respond_streaming(state, *b->engine, *b->tokenizer, parsed, std::move(sub.stream), std::move(meta), res);
+    respond_streaming(state, *b->engine, *b->tokenizer, parsed, std::move(sub.stream), std::move(meta), req, res);
   else
     respond_blocking(state, *b->engine, *b->tokenizer, parsed, sub.stream, std::move(meta), req, res);
 }

@@ -23,6 +23,7 @@ struct LoadCliOptions {
   std::string prompts_file;
   std::string sweep;
   std::string json_out, svg_out;
+  bench::UrgentClass urgent;
   bool quiet = false;
 };
 
@@ -34,7 +35,9 @@ nlohmann::json config_json(const LoadCliOptions& o) {
           {"duration_s", c.duration_s},      {"requests", c.n_requests},
           {"seed", c.seed},                  {"prompt_tokens", o.prompt_tokens},
           {"max_tokens", o.max_tokens},      {"prompts_file", o.prompts_file},
-          {"ignore_eos", c.endpoint.ignore_eos}};
+          {"ignore_eos", c.endpoint.ignore_eos},
+          {"urgent_share", o.urgent.share},  {"urgent_priority", o.urgent.priority},
+          {"urgent_deadline_ms", o.urgent.deadline_ms}};
 }
 
 int run_load_cmd(LoadCliOptions o) {
@@ -61,7 +64,7 @@ int run_load_cmd(LoadCliOptions o) {
   }
   if (Status s = validate(o.cfg); !s) return fmt::print(stderr, "error: {}\n", s.message()), 1;
 
-  const RequestMix mix(o.cfg.seed, pt.value(), mt.value(), std::move(prompts));
+  const RequestMix mix(o.cfg.seed, pt.value(), mt.value(), std::move(prompts), o.urgent);
   ProgressBar bar(!o.quiet);
   std::vector<LoadReport> reports;
   for (int64_t users : users_list) {
@@ -75,12 +78,21 @@ int run_load_cmd(LoadCliOptions o) {
     reports.push_back(std::move(r.value()));
   }
   if (users_list.size() > 1) {
-    fmt::print("\n| users | req/s | output tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | TPOT p50 ms | e2e p99 ms | completed | errors |\n");
-    fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    for (const LoadReport& r : reports)
-      fmt::print("| {} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.1f} | {} | {} |\n", r.users,
+    const bool classes = mix.has_urgent_class();
+    fmt::print("\n| users | req/s | output tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | TPOT p50 ms | e2e p99 ms | completed | errors |{}\n",
+               classes ? " deadline misses | urgent TTFT p99 ms | lost |" : "");
+    fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |{}\n", classes ? " ---: | ---: | ---: |" : "");
+    for (const LoadReport& r : reports) {
+      fmt::print("| {} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.1f} | {} | {} |", r.users,
                  r.request_rate, r.output_tps, r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.p50, r.tpot_ms.p50, r.e2e_ms.p99,
                  r.n_completed, r.n_errors);
+      const int64_t with = r.urgent.n_with_deadline + r.normal.n_with_deadline;
+      const int64_t missed = r.urgent.n_deadline_missed + r.normal.n_deadline_missed;
+      if (classes)
+        fmt::print(" {:.1f}% ({}/{}) | {:.1f} | {} |", with ? 100.0 * missed / with : 0.0, missed, with,
+                   r.urgent.ttft_ms.p99, r.n_lost);
+      fmt::print("\n");
+    }
   }
   if (!o.json_out.empty()) {
     nlohmann::json j = {{"config", config_json(o)}};
@@ -134,6 +146,14 @@ std::function<int()> setup_load(CLI::App& sub) {
   sub.add_option("--temperature", c.endpoint.temperature, "\"temperature\" field (default: omitted)")
       ->check(CLI::NonNegativeNumber);
   sub.add_flag("--ignore-eos", c.endpoint.ignore_eos, "ask the server to ignore end-of-sequence (\"ignore_eos\": true)");
+  sub.add_option("--urgent-share", o->urgent.share,
+                 "priority/deadline mix: this share of requests is urgent (sent with --urgent-priority and "
+                 "--urgent-deadline-ms); results per class, deadline misses, lost requests")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  sub.add_option("--urgent-priority", o->urgent.priority, "\"priority\" of urgent requests")->capture_default_str()
+      ->check(CLI::Range(-1000000, 1000000));
+  sub.add_option("--urgent-deadline-ms", o->urgent.deadline_ms, "\"deadline_ms\" of urgent requests (0: none)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   sub.add_flag("-q,--quiet", o->quiet, "no progress bar");
   return [o] { return run_load_cmd(*o); };
 }

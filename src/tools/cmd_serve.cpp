@@ -149,8 +149,15 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
       ->capture_default_str()->check(CLI::Range(0.0, 60000.0));
   sub.add_option("--lambda", o->engine.lambda, "weight of the latency penalty")->capture_default_str();
   sub.add_option("--mu", o->engine.mu, "weight of the cache-hit bonus")->capture_default_str();
-  sub.add_option("--aging-ms", o->engine.aging_ms, "waiting this long raises priority by one level")
-      ->capture_default_str();
+  sub.add_option("--aging-ms", o->engine.aging_ms, "waiting this long raises priority by one level (0: no aging)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  sub.add_option("--preempt-margin", o->engine.preempt_margin,
+                 "a waiting request preempts a running sequence ranked at least this many levels below it "
+                 "(0: never preempt for priority)")
+      ->capture_default_str()->check(CLI::Range(0, 2000000));
+  sub.add_option("--preempt-min-run-ms", o->engine.preempt_min_run_ms,
+                 "a sequence runs at least this long after (re)admission before a priority preemption")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
   sub.add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   return [o] { return run_serve(*o); };

@@ -34,6 +34,12 @@ struct SimOptions {
   int32_t n_ctx_sim = 16384;
   double batch_window_ms = 0.0;
   double lambda = 1.0, mu = 1.0;
+  double aging_ms = sched::EngineConfig{}.aging_ms;
+  int32_t preempt_margin = sched::EngineConfig{}.preempt_margin;
+  double preempt_min_run_ms = sched::EngineConfig{}.preempt_min_run_ms;
+  double urgent_share = 0.0;
+  int32_t urgent_priority = 10;
+  int64_t urgent_deadline_ms = 0;
   uint64_t seed = 1;
 };
 
@@ -162,6 +168,12 @@ int run_sim(const SimOptions& o) {
     return fmt::print(stderr, "error: bad --max-tokens '{}'\n", o.max_tokens), 1;
   w.rate_per_s = o.rate;
   w.seed = o.seed;
+  w.urgent_share = o.urgent_share;
+  w.urgent_priority = o.urgent_priority;
+  w.urgent_deadline_ms = o.urgent_deadline_ms;
+  // With an urgent class the table gains the deadline and urgent-class columns; without, it
+  // is the table of docs/SCHEDULER.md.
+  const bool mixed = o.urgent_share > 0;
   Result<std::vector<int32_t>> users = parse_id_list(o.users);
   if (!users || users->empty()) return fmt::print(stderr, "error: bad --users '{}'\n", o.users), 1;
   for (int32_t u : *users)
@@ -177,8 +189,9 @@ int run_sim(const SimOptions& o) {
     }
   }
   fmt::print("| policy | users | requests | throughput (tok/s) | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | "
-             "e2e p99 (ms) | steps | batch fill | preemptions |\n");
-  fmt::print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+             "e2e p99 (ms) | steps | batch fill | preemptions |{}\n",
+             mixed ? " deadline misses | urgent TTFT p99 (ms) |" : "");
+  fmt::print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}\n", mixed ? "---:|---:|" : "");
   for (int32_t u : *users) {
     if (u < 1) return fmt::print(stderr, "error: --users must be >= 1\n"), 1;
     for (sched::Policy p : policies) {
@@ -189,14 +202,24 @@ int run_sim(const SimOptions& o) {
       c.batch_window_ms = o.batch_window_ms;
       c.lambda = o.lambda;
       c.mu = o.mu;
+      c.aging_ms = o.aging_ms;
+      c.preempt_margin = o.preempt_margin;
+      c.preempt_min_run_ms = o.preempt_min_run_ms;
       w.n_users = u;
       w.n_requests = o.requests > 0 ? o.requests : 4 * u;
       const auto t0 = Clock::now();
       sched::sim::SimResult r = sched::sim::simulate(c, cost, w, o.n_ctx_sim);
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-      fmt::print("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {} | {:.2f} | {} |\n",
-                 sched::policy_name(p), u, r.completed, r.throughput_tps, r.ttft_p50_ms, r.ttft_p99_ms, r.tpot_p50_ms,
-                 r.e2e_p99_ms, r.steps, r.batch_fill, r.preemptions);
+      if (!mixed)
+        fmt::print("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {} | {:.2f} | {} |\n",
+                   sched::policy_name(p), u, r.completed, r.throughput_tps, r.ttft_p50_ms, r.ttft_p99_ms, r.tpot_p50_ms,
+                   r.e2e_p99_ms, r.steps, r.batch_fill, r.preemptions);
+      else  // preemptions as memory + priority; deadline misses as a share of requests with a deadline
+        fmt::print("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {} | {:.2f} | {} + {} | {:.1f}% ({}/{}) "
+                   "| {:.0f} |\n",
+                   sched::policy_name(p), u, r.completed + r.rejected, r.throughput_tps, r.ttft_p50_ms, r.ttft_p99_ms,
+                   r.tpot_p50_ms, r.e2e_p99_ms, r.steps, r.batch_fill, r.preemptions_memory, r.preemptions_priority,
+                   100.0 * r.deadline_miss_rate(), r.deadline_missed, r.with_deadline, r.urgent_ttft_p99_ms);
       fmt::print(stderr, "  ({} users, {}: simulated {:.1f} s in {:.2f} s)\n", u, sched::policy_name(p),
                  r.makespan_ms / 1000.0, wall);
       if (o.real) {
@@ -231,6 +254,19 @@ UBATCH_REGISTER_COMMAND("sim", "simulate users against the scheduler on a virtua
   sub.add_option("--batch-window-ms", o->batch_window_ms, "collection window")->capture_default_str();
   sub.add_option("--lambda", o->lambda, "weight of the latency penalty")->capture_default_str();
   sub.add_option("--mu", o->mu, "weight of the cache-hit bonus")->capture_default_str();
+  sub.add_option("--aging-ms", o->aging_ms, "waiting this long raises priority by one level (0: no aging)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  sub.add_option("--preempt-margin", o->preempt_margin, "levels a waiting request must outrank a running one by to "
+                 "preempt it (0: never)")->capture_default_str()->check(CLI::Range(0, 2000000));
+  sub.add_option("--preempt-min-run-ms", o->preempt_min_run_ms, "least run time before a priority preemption")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  sub.add_option("--urgent-share", o->urgent_share, "share of urgent requests (priority --urgent-priority, "
+                 "deadline --urgent-deadline-ms); adds deadline-miss and urgent TTFT columns")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  sub.add_option("--urgent-priority", o->urgent_priority, "priority of urgent requests")->capture_default_str()
+      ->check(CLI::Range(-1000000, 1000000));
+  sub.add_option("--urgent-deadline-ms", o->urgent_deadline_ms, "strict deadline of urgent requests (0: none)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   sub.add_option("--seed", o->seed, "workload seed")->capture_default_str();
   return [o] { return run_sim(*o); };
 });
