@@ -24,13 +24,34 @@ using json = nlohmann::json;
 
 // A tiny OpenAI-compatible stand-in: streams max_tokens one-token chunks (a few ms apart,
 // data and blank line in separate writes), then usage (when asked for and enabled) and
-// [DONE]. /busy answers 503 with an OpenAI error body; /cut stops without [DONE].
+// [DONE]. /busy answers 503 with an OpenAI error body; /cut stops without [DONE]; /deadline
+// answers requests with a deadline_ms by turns with a 504, a 503 deadline_unattainable, and a
+// stream that ends with finish_reason "deadline" (the ways ubatch serve reports a missed
+// deadline), and streams the others.
 class FakeServer {
  public:
   explicit FakeServer(bool with_usage = true) : with_usage_(with_usage) {
     svr_.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, false); });
     svr_.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, true); });
     svr_.Post("/cut", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, false, true); });
+    svr_.Post("/deadline", [this](const httplib::Request& q, httplib::Response& r) {
+      json body = json::parse(q.body, nullptr, false);
+      if (!body.is_object() || !body.contains("deadline_ms")) return stream(q, r, false);
+      switch (deadline_turn_++ % 3) {
+        case 0:
+          r.status = 504;
+          r.set_content(R"({"error":{"message":"deadline passed","type":"deadline_exceeded","code":"deadline_exceeded"}})",
+                        "application/json");
+          return;
+        case 1:
+          r.status = 503;
+          r.set_content(R"({"error":{"message":"cannot be met","type":"unavailable_error","code":"deadline_unattainable"}})",
+                        "application/json");
+          return;
+        default:
+          return stream(q, r, false, false, "deadline");
+      }
+    });
     svr_.Post("/busy", [](const httplib::Request&, httplib::Response& r) {
       r.status = 503;
       r.set_header("Retry-After", "1");
@@ -55,7 +76,8 @@ class FakeServer {
   }
 
  private:
-  void stream(const httplib::Request& q, httplib::Response& r, bool chat, bool cut = false) {
+  void stream(const httplib::Request& q, httplib::Response& r, bool chat, bool cut = false,
+              const std::string& finish_reason = "") {
     json body = json::parse(q.body, nullptr, false);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -65,7 +87,7 @@ class FakeServer {
     const int n = body.is_object() && body.contains("max_tokens") ? body["max_tokens"].get<int>() : 4;
     const bool usage = with_usage_ && body.is_object() && body.contains("stream_options") &&
                        body["stream_options"].value("include_usage", false);
-    r.set_chunked_content_provider("text/event-stream", [n, usage, chat, cut](size_t, httplib::DataSink& sink) {
+    r.set_chunked_content_provider("text/event-stream", [n, usage, chat, cut, finish_reason](size_t, httplib::DataSink& sink) {
       for (int i = 0; i < n; ++i) {
         json chunk = chat ? json{{"choices", {{{"index", 0}, {"delta", {{"content", "w"}}}}}}}
                           : json{{"choices", {{{"index", 0}, {"text", "w"}}}}};
@@ -76,6 +98,9 @@ class FakeServer {
       }
       if (!cut) {
         std::string tail;
+        if (!finish_reason.empty())
+          tail += "data: " + json{{"choices", {{{"index", 0}, {"text", ""}, {"finish_reason", finish_reason}}}}}.dump() +
+                  "\n\n";
         if (usage)
           tail += "data: " + json{{"choices", json::array()}, {"usage", {{"prompt_tokens", 3}, {"completion_tokens", n}}}}.dump() + "\n\n";
         tail += "data: [DONE]\n\n";
@@ -87,6 +112,7 @@ class FakeServer {
   }
 
   bool with_usage_;
+  std::atomic<int> deadline_turn_{0};
   httplib::Server svr_;
   int port_ = 0;
   std::thread thread_;
@@ -216,6 +242,74 @@ TEST(BenchLoad, ErrorsAreCountedByKind) {
   r = run_load(c, RequestMix(1, {1, 1}, {2, 2}));
   ASSERT_TRUE(r) << r.message();
   EXPECT_EQ(r->errors["http_404"], 4);
+}
+
+TEST(BenchLoad, UrgentClassIsSeededSentAndLeavesTheRestOfTheMix) {
+  const RequestMix plain(9, {4, 30}, {2, 40});
+  const RequestMix mixed(9, {4, 30}, {2, 40}, {}, UrgentClass{0.2, 10, 5000});
+  EXPECT_FALSE(plain.has_urgent_class());
+  EXPECT_TRUE(mixed.has_urgent_class());
+  EndpointConfig ep;
+  int urgent = 0;
+  for (int64_t i = 0; i < 2000; ++i) {
+    const RequestSpec a = plain.make(i), b = mixed.make(i);
+    EXPECT_EQ(a.prompt, b.prompt);
+    EXPECT_EQ(a.max_tokens, b.max_tokens);
+    EXPECT_FALSE(a.urgent);
+    const RequestSpec again = mixed.make(i);
+    EXPECT_EQ(again.urgent, b.urgent);  // a pure function of (seed, index)
+    const json body = request_body(ep, b);
+    if (b.urgent) {
+      ++urgent;
+      EXPECT_EQ(body["priority"], 10);
+      EXPECT_EQ(body["deadline_ms"], 5000);
+    } else {
+      EXPECT_FALSE(body.contains("priority"));
+      EXPECT_FALSE(body.contains("deadline_ms"));
+    }
+  }
+  EXPECT_GT(urgent, 2000 * 0.16);
+  EXPECT_LT(urgent, 2000 * 0.24);
+}
+
+TEST(BenchLoad, DeadlineOutcomesAreMissesNotLostRequests) {
+  FakeServer server;
+  LoadConfig c = base_config(server.url());
+  c.endpoint.endpoint = "/deadline";
+  c.users = 3;
+  c.n_requests = 60;
+  Result<LoadReport> r = run_load(c, RequestMix(4, {2, 4}, {2, 3}, {}, UrgentClass{0.5, 10, 800}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_TRUE(r->has_classes);
+  const ClassReport& u = r->urgent;
+  const ClassReport& n = r->normal;
+  EXPECT_EQ(u.n_started + n.n_started, 60);
+  EXPECT_GT(u.n_started, 10);
+  EXPECT_EQ(u.n_with_deadline, u.n_started);
+  EXPECT_EQ(u.n_deadline_missed, u.n_started);  // every one of the three outcomes is a miss
+  EXPECT_DOUBLE_EQ(u.deadline_miss_rate(), 1.0);
+  EXPECT_EQ(u.n_lost, 0);
+  EXPECT_EQ(n.n_completed, n.n_started);
+  EXPECT_EQ(n.n_with_deadline, 0);
+  EXPECT_EQ(n.n_deadline_missed, 0);
+  EXPECT_EQ(r->n_lost, 0);
+  EXPECT_EQ(r->errors["http_504"] + r->errors["http_503"], u.n_errors);
+  for (const RequestResult& q : r->requests) {
+    if (q.status == 503) {
+      EXPECT_EQ(q.error_code, "deadline_unattainable");
+    }
+  }
+  const json j = to_json(r.value(), true);
+  EXPECT_EQ(j["classes"]["urgent"]["deadline_missed"], u.n_deadline_missed);
+  EXPECT_EQ(j["lost"], 0);
+  EXPECT_NE(format_text(r.value()).find("urgent"), std::string::npos);
+  // Errors that are no deadline outcome are lost requests.
+  c.endpoint.endpoint = "/busy";
+  c.n_requests = 10;
+  r = run_load(c, RequestMix(4, {2, 4}, {2, 3}, {}, UrgentClass{0.5, 10, 800}));
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->n_lost, 10);
+  EXPECT_EQ(r->urgent.n_deadline_missed, 0);
 }
 
 TEST(BenchLoad, ConnectionRefused) {

@@ -150,6 +150,81 @@ TEST(Engine, SixtyFourConcurrentRequestsMatchSoloRuns) {
   EXPECT_EQ(m.requests_finished, 64u);
 }
 
+TEST(Engine, PriorityPreemptionKeepsGreedyAndSeededOutputs) {
+  // Long priority-0 requests (greedy and seeded sampling) are displaced again and again by
+  // priority-10 arrivals; every request still produces exactly what it produces alone.
+  UBATCH_REQUIRE_REFERENCE();
+  Fixture f = load("models/tiny-llama-q8_0.gguf", 2048);
+  const int32_t n_vocab = f.ctx->n_vocab();
+  std::mt19937 rng(7);
+  std::vector<Request> longs, urgent;
+  for (int i = 0; i < 4; ++i) {
+    Request r = make_request(rng, n_vocab);
+    r.priority = 0;
+    r.max_tokens = 200;
+    if (i % 2 == 1) {  // seeded sampling
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_k = 0;
+      r.sampling.top_p = 1.0f;
+      r.sampling.min_p = 0.0f;
+      r.sampling.seed = 1000 + static_cast<uint64_t>(i);
+    }
+    longs.push_back(r);
+  }
+  for (int i = 0; i < 6; ++i) {
+    Request r = make_request(rng, n_vocab);
+    r.priority = 10;
+    r.max_tokens = 12;
+    urgent.push_back(r);
+  }
+  auto solo = [&](const Request& r) {
+    EngineConfig cfg;
+    cfg.n_parallel = 1;
+    cfg.n_batch = 64;
+    Engine engine(*f.ctx, *f.tok, cfg);
+    Engine::Submitted s = engine.submit(r);
+    EXPECT_TRUE(s.ok()) << s.error_message;
+    return s.ok() ? collect(*s.stream) : Outcome{};
+  };
+  std::vector<Outcome> want_long, want_urgent;
+  for (const Request& r : longs) want_long.push_back(solo(r));
+  for (const Request& r : urgent) want_urgent.push_back(solo(r));
+  f.ctx->kv().clear();
+
+  EngineConfig cfg;
+  cfg.n_parallel = 2;
+  cfg.n_batch = 64;
+  cfg.preempt_min_run_ms = 0;  // displace as often as possible
+  Engine engine(*f.ctx, *f.tok, cfg);
+  std::vector<std::shared_ptr<Stream>> long_streams;
+  for (const Request& r : longs) {
+    Engine::Submitted s = engine.submit(r);
+    ASSERT_TRUE(s.ok()) << s.error_message;
+    long_streams.push_back(s.stream);
+  }
+  // Each urgent request arrives while both slots are busy with long ones: after a few more
+  // tokens were generated, so the engine has refilled the slot the previous one left.
+  auto wait_for_tokens = [&](uint64_t n) {
+    for (int k = 0; k < 5000 && engine.metrics().generated_tokens < n; ++k)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  for (size_t i = 0; i < urgent.size(); ++i) {
+    wait_for_tokens(engine.metrics().generated_tokens + 6);
+    Engine::Submitted s = engine.submit(urgent[i]);
+    ASSERT_TRUE(s.ok()) << s.error_message;
+    const Outcome o = collect(*s.stream);
+    EXPECT_EQ(o.tokens, want_urgent[i].tokens) << "urgent " << i;
+  }
+  for (size_t i = 0; i < longs.size(); ++i) {
+    const Outcome o = collect(*long_streams[i]);
+    EXPECT_EQ(o.finish, FinishReason::Length);
+    EXPECT_EQ(o.tokens, want_long[i].tokens) << "long request " << i;
+    EXPECT_EQ(o.text, want_long[i].text) << "long request " << i;
+  }
+  // Every urgent request found both slots taken by long ones and displaced one.
+  EXPECT_GE(engine.metrics().preemptions_priority, urgent.size());
+}
+
 TEST(Engine, RejectsWithClearErrors) {
   UBATCH_REQUIRE_REFERENCE();
   Fixture f = load("models/tiny-llama-q8_0.gguf", 256);

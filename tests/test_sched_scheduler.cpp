@@ -5,81 +5,10 @@
 
 #include <map>
 
-#include "sched/scheduler.h"
-#include "sched/sim.h"
+#include "sched_harness.h"
 
 namespace ubatch::sched {
 namespace {
-
-struct Harness {
-  sim::FakeRunner runner;
-  Scheduler sched;
-  uint64_t next_id = 1;
-  std::map<uint64_t, std::shared_ptr<Stream>> streams;
-  std::map<uint64_t, std::map<int32_t, std::vector<int32_t>>> tokens;  // request -> sample -> ids
-  std::map<uint64_t, std::map<int32_t, std::vector<int64_t>>> token_step;
-  std::map<uint64_t, std::string> text;
-  std::map<uint64_t, Event> done;
-  std::map<uint64_t, std::map<int32_t, FinishReason>> finish;
-  int64_t steps = 0;
-
-  Harness(const EngineConfig& cfg, int32_t n_ctx = 4096, int32_t n_vocab = 1000)
-      : runner(n_vocab, n_ctx, 16, sim::CostModel{}), sched(runner, cfg) {}
-
-  uint64_t submit(Request r) {
-    EXPECT_FALSE(sched.validate(r).has_value());
-    const uint64_t id = next_id++;
-    streams[id] = std::make_shared<Stream>(id);
-    sched.submit(id, std::move(r), streams[id]);
-    return id;
-  }
-  bool step() {
-    const bool ran = sched.step();
-    if (ran) ++steps;
-    drain();
-    return ran;
-  }
-  void drain() {
-    for (auto& [id, s] : streams) {
-      Event e;
-      while (s->next(e, std::chrono::milliseconds(0))) {
-        if (e.kind == Event::Kind::Token) {
-          if (e.token >= 0) {
-            tokens[id][e.index].push_back(e.token);
-            token_step[id][e.index].push_back(steps);
-          }
-          text[id] += e.text;
-        } else if (e.kind == Event::Kind::Finish) {
-          finish[id][e.index] = e.finish;
-        } else {
-          done[id] = e;
-        }
-      }
-    }
-  }
-  void run_all(int max_steps = 100000) {
-    for (int i = 0; i < max_steps && sched.has_work(); ++i)
-      if (!step()) runner.advance_to(runner.now_ms() + 1.0);
-    drain();
-  }
-};
-
-Request make_request(int32_t n_prompt, int32_t max_tokens, int32_t seed = 0, int32_t priority = 0) {
-  Request r;
-  for (int32_t i = 0; i < n_prompt; ++i) r.prompt.push_back(1 + (i * 31 + seed * 97) % 900);
-  r.max_tokens = max_tokens;
-  r.priority = priority;
-  r.sampling.temperature = 0;
-  return r;
-}
-
-EngineConfig config(Policy p = Policy::UBatch, int32_t n_parallel = 8, int32_t n_batch = 64) {
-  EngineConfig c;
-  c.policy = p;
-  c.n_parallel = n_parallel;
-  c.n_batch = n_batch;
-  return c;
-}
 
 TEST(Scheduler, BudgetIsNeverExceededAndEverythingFinishes) {
   Harness h(config(Policy::UBatch, 6, 32));

@@ -65,6 +65,10 @@ TEST_F(ServerHttp, CompletionNonStreaming) {
   EXPECT_EQ(j["usage"]["total_tokens"].get<int>(),
             j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
   EXPECT_TRUE(j["usage"]["prompt_tokens_details"]["cached_tokens"].is_number_integer());
+  // timings (extension), with the scheduler's decisions: never preempted when alone.
+  for (const char* k : {"queue_ms", "ttft_ms", "tpot_ms", "total_ms", "preempted_ms"})
+    EXPECT_TRUE(j["timings"][k].is_number()) << k;
+  EXPECT_EQ(j["timings"]["preempted"], 0);
 }
 
 TEST_F(ServerHttp, StreamEqualsNonStreamForCompletionsAndChat) {
@@ -162,6 +166,14 @@ TEST_F(ServerHttp, DocumentedAnswersToBadRequests) {
       {"stream string", "/v1/completions", R"({"prompt": "a", "stream": "yes"})", 400, "invalid_type"},
       {"stop number", "/v1/completions", R"({"prompt": "a", "stop": 5})", 400, "invalid_type"},
       {"echo", "/v1/completions", R"({"prompt": "a", "echo": true})", 400, "unsupported_parameter"},
+      {"priority above range", "/v1/completions", R"({"prompt": "a", "priority": 1000001})", 400, "invalid_value"},
+      {"deadline_ms -1", "/v1/completions", R"({"prompt": "a", "deadline_ms": -1})", 400, "invalid_value"},
+      {"deadline_ms string", "/v1/completions", R"({"prompt": "a", "deadline_ms": "300"})", 400, "invalid_type"},
+      {"deadline_policy unknown", "/v1/completions", R"({"prompt": "a", "deadline_policy": "sometimes"})", 400,
+       "invalid_value"},
+      {"deadline_policy number", "/v1/completions", R"({"prompt": "a", "deadline_policy": 1})", 400, "invalid_type"},
+      {"deadline_policy best_effort", "/v1/completions",
+       R"({"prompt": "a", "max_tokens": 2, "deadline_ms": 60000, "deadline_policy": "best_effort"})", 200, ""},
       {"prompt longer than context", "/v1/completions", long_ids, 400, "context_length_exceeded"},
       {"prompt + max_tokens over context", "/v1/completions", R"({"prompt": "a", "max_tokens": 600})", 400,
        "context_length_exceeded"},
@@ -339,7 +351,14 @@ TEST_F(ServerHttp, MetricsParseAndCountExactlyTheTokensServed) {
                            "ubatch_cached_prompt_tokens_total", "ubatch_requests_finished_total",
                            "ubatch_kv_blocks_used", "ubatch_requests_running", "ubatch_requests_queued",
                            "ubatch_ttft_seconds_count", "ubatch_tpot_seconds_count", "ubatch_queue_time_seconds_count",
-                           "ubatch_ttft_seconds_bucket{le=\"+Inf\"}", "ubatch_kv_usage_ratio"})
+                           "ubatch_ttft_seconds_bucket{le=\"+Inf\"}", "ubatch_kv_usage_ratio",
+                           "ubatch_preemptions_total{cause=\"memory\"}", "ubatch_preemptions_total{cause=\"priority\"}",
+                           "ubatch_deadline_misses_total{stage=\"queued\"}",
+                           "ubatch_deadline_misses_total{stage=\"running\"}",
+                           "ubatch_requests_rejected_total{cause=\"queue_full\"}",
+                           "ubatch_requests_rejected_total{cause=\"too_long\"}",
+                           "ubatch_requests_rejected_total{cause=\"invalid\"}",
+                           "ubatch_requests_rejected_total{cause=\"deadline\"}"})
     EXPECT_TRUE(before.count(name)) << name;
   int64_t prompt_sum = 0, completion_sum = 0, cached_sum = 0;
   auto add_usage = [&](const json& u) {

@@ -5,15 +5,15 @@
 namespace ubatch::sched {
 
 int64_t steps_to_first_token(const AdmissionInputs& in) {
-  std::vector<int64_t> ends = in.steps_to_end;
+  std::vector<int64_t> ends = in.steps_to_free;
   std::sort(ends.begin(), ends.end());
   int64_t slot_steps = 0;
   if (in.group_running) {
     slot_steps = ends.empty() ? 0 : ends.back();  // the whole group must end first
   } else {
-    // The request needs the (ahead + 1)-th slot; free slots and sequences it may displace
-    // come first, then the running sequences in the order they can end.
-    const int64_t need = static_cast<int64_t>(in.ahead) + 1 - in.free_slots - in.preemptible;
+    // The request needs the (ahead + 1)-th slot: free slots first, then the running
+    // sequences' slots in the order they can be free.
+    const int64_t need = static_cast<int64_t>(in.ahead) + 1 - in.free_slots;
     if (need > 0 && !ends.empty()) slot_steps = ends[static_cast<size_t>(std::min<int64_t>(need, ends.size()) - 1)];
   }
   const int64_t n_batch = std::max(1, in.n_batch);

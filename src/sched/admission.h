@@ -3,10 +3,12 @@
 // A request with a strict deadline that falls before this estimate is refused at once: it
 // could only end with nothing. Pure; the scheduler gathers the inputs.
 //
-// The estimate counts steps and is a lower bound on them: the steps until a slot frees for
-// the request (zero when one is free or it may preempt), then its own prompt in chunks of at
-// most n_batch tokens; other requests' prefill, prefix-cache hits and early ends are treated
-// optimistically (a running sequence that may stop at any token could free its slot next step).
+// The estimate counts steps: the steps until a slot frees for the request (zero when one is
+// free), then its own prompt in chunks of at most n_batch tokens. The slot wait is a lower
+// bound: other requests' prefill is not counted, and a running sequence frees its slot as
+// early as it could — at its next token unless it must run to max_tokens (end-of-generation
+// ignored, no stop strings), or once its minimum run time is over when the request may preempt
+// it. The prompt steps ignore prefix-cache hits.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +22,7 @@ struct AdmissionInputs {
   int32_t n_prompt = 1;       // the request's prompt tokens
   int32_t free_slots = 0;     // n_parallel − running sequences
   int32_t ahead = 0;          // waiting sequences that rank above the request
-  int32_t preemptible = 0;    // running sequences it may displace (priority rule)
-  std::vector<int64_t> steps_to_end;  // per other running sequence: fewest steps before it can end
+  std::vector<int64_t> steps_to_free;  // per running sequence: fewest steps before its slot can be free
   bool group_running = false; // static/grouped: nothing joins before the running group ends
 };
 

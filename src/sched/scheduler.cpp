@@ -156,15 +156,17 @@ std::optional<SubmitError> Scheduler::check_deadline(const Req& r, double now) c
       ++in.ahead;
   for (const Seq* s : running_) {
     const Request& q = s->req->request;
-    if (cfg_.policy == Policy::UBatch && cfg_.preempt_margin > 0 &&
-        r.request.priority >= s->rank + cfg_.preempt_margin) {
-      ++in.preemptible;
-      continue;
-    }
     // Only a sequence that ignores end-of-generation and has no stop strings is sure to run
     // to max_tokens; any other may end at its next token.
     const bool runs_to_length = q.ignore_eos && q.stop.empty();
-    in.steps_to_end.push_back(runs_to_length ? std::max(1, q.max_tokens - s->n_generated) : 1);
+    int64_t steps = runs_to_length ? std::max(1, q.max_tokens - s->n_generated) : 1;
+    if (cfg_.policy == Policy::UBatch && cfg_.preempt_margin > 0 && s->req->id != r.id &&
+        r.request.priority >= s->rank + cfg_.preempt_margin) {
+      // It may preempt this one once the minimum run time is over.
+      const double wait_ms = std::max(0.0, cfg_.preempt_min_run_ms - (now - s->admitted_ms));
+      steps = std::min(steps, static_cast<int64_t>(std::ceil(wait_ms / step_ms_)));
+    }
+    in.steps_to_free.push_back(steps);
   }
   const double eta_ms = first_token_estimate_ms(in);
   const double deadline = static_cast<double>(r.request.deadline_ms);
