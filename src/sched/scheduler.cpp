@@ -173,7 +173,7 @@ std::optional<SubmitError> Scheduler::check_deadline(const Req& r, double now) c
   if (eta_ms <= deadline) return std::nullopt;
   return SubmitError{SubmitError::Code::DeadlineUnattainable,
                      fmt::format("the deadline of {} ms cannot be met: the first token is estimated at {:.0f} ms at the "
-                                 "earliest ({} steps of {:.1f} ms, {} requests ahead, {} of {} slots free)",
+                                 "earliest ({} steps of {:.1f} ms, {} sequences ahead, {} of {} slots free)",
                                  r.request.deadline_ms, eta_ms, steps_to_first_token(in), step_ms_, in.ahead,
                                  in.free_slots, cfg_.n_parallel)};
 }
