@@ -1,17 +1,23 @@
 // Element-wise and per-row ops: the scalar references against double-precision formulas, and
-// every SIMD path this CPU has (AVX2, AVX-512, and the dispatched one) against the references.
+// every SIMD path this CPU has (AVX2, AVX-512, and the dispatched one) against the references
+// bit for bit (one arithmetic on every level: ops_inl.h over the vocabularies of simd16.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops.h"
+#include "kernels/ops_inl.h"
+#include "kernels/simd16_scalar.h"
 
 // The per-ISA entry points behind the dispatch (ops_avx2.cpp, ops_avx512.cpp), so that every
 // path is tested whatever UBATCH_SIMD says.
@@ -77,6 +83,34 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, doub
   }
 }
 
+// Equal bits, or both NaN (a NaN's payload is not part of the contract).
+bool same(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
+}
+
+void expect_same(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  int reported = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same(a[i], b[i]) && reported++ < 5)
+      ADD_FAILURE() << what << ": element " << i << " of " << a.size() << ": " << a[i] << " vs "
+                    << b[i] << " (not the same bits)";
+}
+
+// Inputs that stress the edges: signed zeros, subnormals, the exp clamps, huge, ±inf, NaN.
+std::vector<float> special_values() {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float den = std::numeric_limits<float>::denorm_min();
+  std::vector<float> v = {0.0f,    -0.0f,   den,      -den,     1e-40f,  -1e-40f, 1e-30f,
+                          -1e-30f, 1e-8f,   -1e-8f,   0.125f,   -0.125f, 0.17f,   -0.17f,
+                          1.0f,    -1.0f,   9.0f,     -9.0f,    44.0f,   -44.0f,  87.3f,
+                          -87.3f,  88.7f,   -88.7f,   89.0f,    -89.0f,  103.9f,  -103.9f,
+                          104.0f,  -104.0f, 150.0f,   -150.0f,  1e30f,   -1e30f,  3.4e38f,
+                          -3.4e38f, inf,    -inf,     nan};
+  return v;
+}
+
 TEST(KernelsOps, HasSimd) {
   // Not an assertion on the hardware: records which paths these tests exercised.
   std::printf("simd level: %s (avx2 %d, avx512 %d)\n", simd_level_name(simd_level()),
@@ -106,11 +140,37 @@ TEST(KernelsOps, RmsNormSimdMatchesRef) {
         std::vector<float> y(static_cast<size_t>(n)), expect(static_cast<size_t>(n));
         ref::rms_norm(x.data(), wp, expect.data(), n, 1e-6f);
         impl.rms_norm(x.data(), wp, y.data(), n, 1e-6f);
-        expect_close(y, expect, 1e-6, 0.0, impl.name + " rms_norm n=" + std::to_string(n));
+        expect_same(y, expect, impl.name + " rms_norm n=" + std::to_string(n));
         // In place (y aliases x).
         std::vector<float> inplace = x;
         impl.rms_norm(inplace.data(), wp, inplace.data(), n, 1e-6f);
         EXPECT_EQ(inplace, y) << impl.name << " in place, n=" << n;
+      }
+    }
+  }
+}
+
+// Rows of special values (zeros, subnormals, huge, inf, NaN), every length 1..40: the same
+// bits as the reference on every level.
+TEST(KernelsOps, RmsNormSpecialRowsSameBits) {
+  const std::vector<float> sv = special_values();
+  for (const Impl& impl : simd_impls()) {
+    for (int64_t n = 1; n <= 40; ++n) {
+      std::vector<std::vector<float>> rows;
+      rows.push_back(std::vector<float>(static_cast<size_t>(n), 0.0f));
+      rows.push_back(std::vector<float>(static_cast<size_t>(n), std::numeric_limits<float>::denorm_min()));
+      rows.push_back(std::vector<float>(static_cast<size_t>(n), 1e30f));
+      std::vector<float> mixed(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) mixed[static_cast<size_t>(i)] = sv[static_cast<size_t>(i * 7 % 36)];
+      rows.push_back(mixed);
+      mixed[static_cast<size_t>(n / 2)] = sv[sv.size() - 1 - static_cast<size_t>(n % 3)];  // inf/NaN
+      rows.push_back(mixed);
+      const std::vector<float> w = random_vec(n, 90 + n);
+      for (const std::vector<float>& x : rows) {
+        std::vector<float> y(x.size()), expect(x.size());
+        ref::rms_norm(x.data(), w.data(), expect.data(), n, 1e-5f);
+        impl.rms_norm(x.data(), w.data(), y.data(), n, 1e-5f);
+        expect_same(y, expect, impl.name + " rms_norm special n=" + std::to_string(n));
       }
     }
   }
@@ -218,12 +278,33 @@ TEST(KernelsOps, SoftmaxSimdMatchesRef) {
         std::vector<float> expect = x;
         ref::softmax(expect.data(), n);
         impl.softmax(x.data(), n);
-        expect_close(x, expect, 1e-6, 1e-37,
-                     impl.name + " softmax n=" + std::to_string(n) + " range " +
-                         std::to_string(range));
+        expect_same(x, expect,
+                    impl.name + " softmax n=" + std::to_string(n) + " range " +
+                        std::to_string(range));
         double sum = 0.0;
         for (float v : x) sum += v;
         EXPECT_NEAR(sum, 1.0, 1e-5);
+      }
+    }
+  }
+}
+
+TEST(KernelsOps, SoftmaxSpecialRowsSameBits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> sv = special_values();
+  for (const Impl& impl : simd_impls()) {
+    for (int64_t n = 1; n <= 40; ++n) {
+      std::vector<float> x(static_cast<size_t>(n));
+      // Finite specials (zeros, subnormals, ±1e30, ±3.4e38) and -inf (masked entries).
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = sv[static_cast<size_t>(i * 5 % 36)];
+        x[static_cast<size_t>(i)] = i % 4 == 3 ? -inf : v;
+      }
+      for (const std::vector<float>& row : {x, std::vector<float>(x.size(), 7.0f)}) {
+        std::vector<float> y = row, expect = row;
+        ref::softmax(expect.data(), n);
+        impl.softmax(y.data(), n);
+        expect_same(y, expect, impl.name + " softmax special n=" + std::to_string(n));
       }
     }
   }
@@ -293,10 +374,10 @@ TEST(KernelsOps, GeluAndSiluSimdMatchRef) {
         std::vector<float> y(x.size()), expect(x.size());
         ref::gelu_tanh(x.data(), expect.data(), n);
         impl.gelu_tanh(x.data(), y.data(), n);
-        expect_close(y, expect, 1e-6, 1e-37, impl.name + " gelu n=" + std::to_string(n));
+        expect_same(y, expect, impl.name + " gelu n=" + std::to_string(n));
         ref::silu(x.data(), expect.data(), n);
         impl.silu(x.data(), y.data(), n);
-        expect_close(y, expect, 1e-6, 1e-37, impl.name + " silu n=" + std::to_string(n));
+        expect_same(y, expect, impl.name + " silu n=" + std::to_string(n));
         // In place.
         std::vector<float> inplace = x;
         impl.silu(inplace.data(), inplace.data(), n);
@@ -333,13 +414,70 @@ TEST(KernelsOps, ExtremeInputs) {
       const Unary r = f == impl.silu ? &ref::silu : &ref::gelu_tanh;
       f(x.data(), y.data(), static_cast<int64_t>(x.size()));
       r(x.data(), expect.data(), static_cast<int64_t>(x.size()));
-      for (size_t i = 1; i + 1 < x.size(); ++i) {  // ±inf: inf/inf is NaN in any form
+      expect_same(y, expect, impl.name + " extreme inputs");
+      for (size_t i = 1; i + 1 < x.size(); ++i)  // ±inf: inf/inf is NaN in any form
         EXPECT_TRUE(std::isfinite(y[i])) << impl.name << " x=" << x[i];
-        EXPECT_NEAR(y[i], expect[i], 1e-6 * std::fabs(expect[i]) + 1e-37)
-            << impl.name << " x=" << x[i];
+    }
+  }
+}
+
+// Every special value at every position of rows 1..40 long (tails of the 16-lane slices).
+TEST(KernelsOps, GeluAndSiluSpecialValuesSameBits) {
+  const std::vector<float> sv = special_values();
+  for (const Impl& impl : simd_impls()) {
+    for (int64_t n = 1; n <= 40; ++n) {
+      for (size_t shift = 0; shift < sv.size(); shift += 5) {
+        std::vector<float> x(static_cast<size_t>(n));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = sv[(i + shift) % sv.size()];
+        std::vector<float> y(x.size()), expect(x.size());
+        for (auto [f, r, name] : {std::tuple{impl.gelu_tanh, &ref::gelu_tanh, "gelu"},
+                                  std::tuple{impl.silu, &ref::silu, "silu"}}) {
+          r(x.data(), expect.data(), n);
+          f(x.data(), y.data(), n);
+          expect_same(y, expect, impl.name + " " + name + " special n=" + std::to_string(n));
+        }
       }
     }
   }
+}
+
+// The shared exponential and tanh (ops_inl.h, scalar vocabulary — every level computes the
+// same bits, as the tests above check through the ops): accuracy against double, and the
+// edges the kernels rely on (e^-inf = e^-104 = 0 exactly: padding lanes add nothing).
+TEST(KernelsOps, ExpAndTanhAccuracy) {
+  using V = scalar::Simd16;
+  auto exp1 = [](float x) { return simd16::exp1<V>(x); };
+  auto tanh1 = [](float x) { return V::lane0(simd16::tanh<V>(V::set1(x))); };
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(exp1(0.0f), 1.0f);
+  EXPECT_EQ(exp1(-0.0f), 1.0f);
+  EXPECT_EQ(exp1(-inf), 0.0f);
+  EXPECT_EQ(exp1(-104.0f), 0.0f);
+  EXPECT_EQ(exp1(inf), inf);
+  EXPECT_EQ(exp1(89.0f), inf);
+  EXPECT_TRUE(std::isnan(exp1(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(tanh1(0.0f), 0.0f);
+  EXPECT_EQ(tanh1(20.0f), 1.0f);
+  EXPECT_EQ(tanh1(-20.0f), -1.0f);
+  EXPECT_EQ(tanh1(inf), 1.0f);
+  EXPECT_EQ(tanh1(-inf), -1.0f);
+  EXPECT_TRUE(std::isnan(tanh1(std::numeric_limits<float>::quiet_NaN())));
+  // Relative error in units of 2^-24 (half an ulp at the top of a binade).
+  double worst_exp = 0.0, worst_tanh = 0.0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.00731f) {
+    const double e = std::exp(static_cast<double>(x));
+    worst_exp = std::max(worst_exp, std::fabs(exp1(x) - e) / e * 0x1p24);
+  }
+  for (float x = -10.0f; x <= 10.0f; x += 0.000731f) {
+    const double t = std::tanh(static_cast<double>(x));
+    if (t != 0.0) worst_tanh = std::max(worst_tanh, std::fabs(tanh1(x) - t) / std::fabs(t) * 0x1p24);
+  }
+  // Subnormal results: absolute error within the subnormal spacing.
+  for (float x = -103.0f; x <= -87.5f; x += 0.0123f)
+    ASSERT_NEAR(exp1(x), std::exp(static_cast<double>(x)), 0x1p-149) << x;
+  std::printf("exp: worst %.2f, tanh: worst %.2f (units of 2^-24 relative)\n", worst_exp, worst_tanh);
+  EXPECT_LE(worst_exp, 2.5);
+  EXPECT_LE(worst_tanh, 8.0);
 }
 
 TEST(KernelsOps, MulAddScaleAreExact) {

@@ -1,22 +1,18 @@
-// Element-wise and per-row operations: scalar references and run-time dispatch.
+// Element-wise and per-row operations: the scalar references and run-time dispatch.
 //
-// Accuracy choices shared by the reference and the SIMD paths (ops_avx2.cpp, ops_avx512.cpp):
-// - rms_norm sums x² in double, and computes the row's scale 1/sqrt(mean + eps) in double,
-//   rounded once to float; so the SIMD paths agree with the reference to the last bit in
-//   almost every row (they differ only in how the double sum is associated).
-// - softmax sums the exponentials in double.
-// - gelu_tanh uses the identity 0.5·(1 + tanh(u)) = 1 / (1 + exp(-2u)), i.e.
-//   gelu(x) = x / (1 + exp(-2u)), u = √(2/π)(x + 0.044715x³). It is the same function as the
-//   tanh form, without the cancellation 1 + tanh(u) suffers for negative x, and needs only
-//   an exponential (which the SIMD paths evaluate to ~1 ulp).
-// - rope has a single implementation: the dispatched version is the reference (cos/sin in
-//   double, the rotation in float), so scalar and SIMD runs give identical results.
+// rms_norm, softmax, gelu_tanh and silu are written once (ops_inl.h) over the 16-lane
+// vocabulary of simd16.h; the references here are its scalar instantiation and
+// ops_avx2.cpp / ops_avx512.cpp instantiate the same bodies, so every level gives the same
+// bits (accuracy notes in ops_inl.h). rope has a single implementation: the dispatched
+// version is the reference (cos/sin in double, the rotation in float).
 #include "kernels/ops.h"
 
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/ops_inl.h"
+#include "kernels/simd16_scalar.h"
 
 namespace ubatch::kernels {
 
@@ -37,15 +33,7 @@ void silu(const float* x, float* y, int64_t n);
 namespace ref {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
-  const float s = static_cast<float>(1.0 / std::sqrt(mean + static_cast<double>(eps)));
-  if (w) {
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * s) * w[i];
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
-  }
+  simd16::rms_norm_row<scalar::Simd16>(x, w, y, n, eps);
 }
 
 void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base, float freq_scale,
@@ -56,32 +44,13 @@ void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base
   kernels::rope_apply(x, n_head, head_dim, n_rot, c.data(), s.data(), style);
 }
 
-void softmax(float* x, int64_t n) {
-  if (n <= 0) return;
-  float mx = x[0];
-  for (int64_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
+void softmax(float* x, int64_t n) { simd16::softmax_row<scalar::Simd16>(x, n); }
 
 void gelu_tanh(const float* x, float* y, int64_t n) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  constexpr float kCoef = 0.044715f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float u = kSqrt2OverPi * (v + kCoef * (v * v * v));
-    y[i] = v / (1.0f + std::exp(-2.0f * u));
-  }
+  simd16::gelu_tanh_row<scalar::Simd16>(x, y, n);
 }
 
-void silu(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
-}
+void silu(const float* x, float* y, int64_t n) { simd16::silu_row<scalar::Simd16>(x, y, n); }
 
 }  // namespace ref
 

@@ -1,8 +1,10 @@
 // Element-wise and per-row operations of transformer forward passes, on f32 rows.
 //
-// Each has a scalar reference (namespace ref) and a dispatched version that may use SIMD;
-// tests compare them on random data. None of them reduces across rows, so they are batch
-// invariant by construction as long as each row's reduction order is fixed.
+// Each has a scalar reference (namespace ref) and a dispatched version that may use SIMD. The
+// SIMD versions compute the same bits as the reference: one arithmetic for every level
+// (ops_inl.h over the 16-lane vocabularies of simd16.h), tested byte for byte. None of them
+// reduces across rows, and each row's reduction order is fixed, so they are batch invariant
+// and give the same results whatever the instruction set.
 #pragma once
 
 #include <cstdint>
