@@ -10,10 +10,12 @@
 
 #include "common/status.h"
 #include "kernels/gemm_internal.h"
+#include "kernels/matmul_float_inl.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_unpack.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/simd16_scalar.h"
 
 namespace ubatch::kernels {
 
@@ -146,8 +148,9 @@ bool is_float_type(TensorType t) {
   return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16;
 }
 
-// Reference rows [r0, r1): float weights in plain sequential float arithmetic; quantized
-// weights by integer dots per sub-block, scaled and summed in order.
+// Reference rows [r0, r1): float weights by the canonical float dot (matmul_float_inl.h, the
+// scalar vocabulary: the bits of every SIMD level); quantized weights by integer dots per
+// sub-block, scaled and summed in order.
 void reference_rows(const WeightView& w, const float* x, const RefActs& acts, int64_t n_tokens,
                     float* y, int64_t r0, int64_t r1) {
   const int64_t n_in = w.n_in;
@@ -156,12 +159,9 @@ void reference_rows(const WeightView& w, const float* x, const RefActs& acts, in
     for (int64_t r = r0; r < r1; ++r) {
       dequantize_row_scalar(w.type, static_cast<const uint8_t*>(w.data) + r * w.row_bytes,
                             wr.data(), n_in);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const float* xt = x + t * n_in;
-        float acc = 0.0f;
-        for (int64_t i = 0; i < n_in; ++i) acc += wr[i] * xt[i];
-        y[t * w.n_out + r] = acc;
-      }
+      for (int64_t t = 0; t < n_tokens; ++t)
+        simd16::float_dot_tile<scalar::Simd16, 1>(wr.data(), n_in, x + t * n_in,
+                                                  y + t * w.n_out + r, 0);
     }
     return;
   }

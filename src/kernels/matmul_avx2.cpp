@@ -12,8 +12,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "kernels/matmul_float_inl.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_unpack.h"
+#include "kernels/simd16_avx2.h"
 
 namespace ubatch::kernels::detail {
 
@@ -311,38 +313,6 @@ void rows_quant(const Plan& plan, const WeightView& w, const uint8_t* x_packed, 
   }
 }
 
-template <int TT>
-void float_tile(const float* w, int64_t n_in, const float* x, float* y, int64_t ystride) {
-  __m256 acc[TT];
-  for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n_in; i += 8) {
-    const __m256 wv = _mm256_loadu_ps(w + i);
-    for (int t = 0; t < TT; ++t) acc[t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + t * n_in + i), acc[t]);
-  }
-  if (i < n_in) {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n_in - i)), idx);
-    const __m256 wv = _mm256_maskload_ps(w + i, m);
-    for (int t = 0; t < TT; ++t)
-      acc[t] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(x + t * n_in + i, m), acc[t]);
-  }
-  for (int t = 0; t < TT; ++t) y[t * ystride] = reduce8(acc[t]);
-}
-
-void float_tile_any(int tt, const float* w, int64_t n_in, const float* x, float* y, int64_t ystride) {
-  switch (tt) {
-    case 1: return float_tile<1>(w, n_in, x, y, ystride);
-    case 2: return float_tile<2>(w, n_in, x, y, ystride);
-    case 3: return float_tile<3>(w, n_in, x, y, ystride);
-    case 4: return float_tile<4>(w, n_in, x, y, ystride);
-    case 5: return float_tile<5>(w, n_in, x, y, ystride);
-    case 6: return float_tile<6>(w, n_in, x, y, ystride);
-    case 7: return float_tile<7>(w, n_in, x, y, ystride);
-    default: return float_tile<8>(w, n_in, x, y, ystride);
-  }
-}
-
 void rows_float(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                 int64_t r1, uint8_t* scratch) {
   const int64_t n_in = w.n_in;
@@ -376,9 +346,13 @@ void rows_float(const WeightView& w, const float* x, int64_t n_tokens, float* y,
           }
         }
       }
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
-        const int tt = static_cast<int>(min64(8, n_tokens - t0));
-        float_tile_any(tt, wr, n_in, x + t0 * n_in, ybuf + t0 * kOutRows + (r - ob), kOutRows);
+      // The canonical float dot of matmul_float_inl.h, kFloatTile tokens per weight pass
+      // (two ymm accumulators per token).
+      constexpr int kFloatTile = 4;
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kFloatTile) {
+        const int tt = static_cast<int>(min64(kFloatTile, n_tokens - t0));
+        simd16::float_dot_tile_any<avx2::Simd16, kFloatTile>(tt, wr, n_in, x + t0 * n_in,
+                                                       ybuf + t0 * kOutRows + (r - ob), kOutRows);
       }
     }
     store_rows(ybuf, n_tokens, ob_end - ob, y + ob, w.n_out);

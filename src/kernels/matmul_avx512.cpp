@@ -16,8 +16,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "kernels/matmul_float_inl.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_unpack.h"
+#include "kernels/simd16_avx512.h"
 
 namespace ubatch::kernels::detail {
 
@@ -427,38 +429,6 @@ void rows_quant(const Plan& plan, const WeightView& w, const uint8_t* x_packed, 
 
 // Float weights: acc[t] (16 lanes) += w[i .. i+15] * x[t][i .. i+15], masked tail, then the
 // fixed reduction.
-template <int TT>
-void float_tile(const float* w, int64_t n_in, const float* x, int64_t xstride, float* y,
-                int64_t ystride) {
-  __m512 acc[TT];
-  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n_in; i += 16) {
-    const __m512 wv = _mm512_loadu_ps(w + i);
-    for (int t = 0; t < TT; ++t) acc[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + t * xstride + i), acc[t]);
-  }
-  if (i < n_in) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n_in - i)) - 1);
-    const __m512 wv = _mm512_maskz_loadu_ps(m, w + i);
-    for (int t = 0; t < TT; ++t)
-      acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + t * xstride + i), acc[t]);
-  }
-  for (int t = 0; t < TT; ++t) y[t * ystride] = _mm512_reduce_add_ps(acc[t]);
-}
-
-void float_tile_any(int tt, const float* w, int64_t n_in, const float* x, float* y, int64_t ystride) {
-  switch (tt) {
-    case 1: return float_tile<1>(w, n_in, x, n_in, y, ystride);
-    case 2: return float_tile<2>(w, n_in, x, n_in, y, ystride);
-    case 3: return float_tile<3>(w, n_in, x, n_in, y, ystride);
-    case 4: return float_tile<4>(w, n_in, x, n_in, y, ystride);
-    case 5: return float_tile<5>(w, n_in, x, n_in, y, ystride);
-    case 6: return float_tile<6>(w, n_in, x, n_in, y, ystride);
-    case 7: return float_tile<7>(w, n_in, x, n_in, y, ystride);
-    default: return float_tile<8>(w, n_in, x, n_in, y, ystride);
-  }
-}
-
 void rows_float(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                 int64_t r1, uint8_t* scratch) {
   const int64_t n_in = w.n_in;
@@ -492,9 +462,11 @@ void rows_float(const WeightView& w, const float* x, int64_t n_tokens, float* y,
           }
         }
       }
+      // The canonical float dot of matmul_float_inl.h, kTile tokens per weight pass.
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
         const int tt = static_cast<int>(min64(kTile, n_tokens - t0));
-        float_tile_any(tt, wr, n_in, x + t0 * n_in, ybuf + t0 * kOutRows + (r - ob), kOutRows);
+        simd16::float_dot_tile_any<avx512::Simd16, kTile>(tt, wr, n_in, x + t0 * n_in,
+                                                  ybuf + t0 * kOutRows + (r - ob), kOutRows);
       }
     }
     store_rows(ybuf, n_tokens, ob_end - ob, y + ob, w.n_out);
