@@ -1,6 +1,7 @@
 // Attention over listed KV cells: the reference and every SIMD path this CPU has against a
-// double-precision computation on the dequantized cache values; GQA mapping, softcap, head
-// ranges, n_cells = 0, and independence from unlisted cells.
+// double-precision computation on the dequantized cache values; every path against the
+// reference bit for bit; GQA mapping, softcap, head ranges, n_cells = 0, and independence from
+// unlisted cells.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -224,24 +225,82 @@ TEST(KernelsAttention, AllPathsMatchDoubleOracle) {
   }
 }
 
-// SIMD against the reference itself, on the same float inputs: 1e-5 relative.
-TEST(KernelsAttention, SimdMatchesRef) {
+// Every level against the reference, bit for bit (one arithmetic: attention_inl.h over the
+// vocabularies of simd16.h): KV types, head_dim tails of the 16-lane slices, chunk boundaries
+// of the online softmax (64 cells), GQA group sizes (passes of 8, 4, 2, 1 heads), softcap, and
+// each head computed alone or with its group.
+TEST(KernelsAttention, EveryLevelSameBitsAsRef) {
+  struct Shape {
+    int head_dim, n_head, n_kv_head;
+  };
+  const Shape shapes[] = {{64, 4, 2}, {128, 2, 1}, {256, 4, 1}, {32, 12, 1}, {96, 6, 2},
+                          {64, 5, 5}, {20, 3, 1},  {4, 2, 1},   {72, 8, 1},  {136, 2, 2}};
+  uint64_t seed = 500;
+  int n_cases = 0;
   for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
-    for (int hd : {64, 128, 256}) {
-      const Cache cache = make_cache(t, 200, 2, hd, 100 + hd);
-      const AttentionShape s = shape_of(cache, 4);
-      const std::vector<float> q = random_q(4 * hd, 200 + hd, 3.0f);
-      std::vector<int32_t> cells;
-      for (int j = 0; j < 200; j += 2) cells.push_back(j);
-      const std::vector<float> r = run({"ref", &ref::attention}, s, q, cache, cells);
-      double scale = 0.0;
-      for (float v : r) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-      for (const Impl& impl : all_impls()) {
-        const std::vector<float> out = run(impl, s, q, cache, cells);
-        for (size_t i = 0; i < out.size(); ++i)
-          ASSERT_NEAR(out[i], r[i], 1e-5 * scale) << impl.name << " " << tensor_type_name(t)
-                                                 << " head_dim " << hd << " element " << i;
+    for (const Shape& sh : shapes) {
+      if (t == TensorType::Q8_0 && sh.head_dim % 32 != 0) continue;
+      for (int n_cells : {1, 15, 16, 17, 63, 64, 65, 130, 257}) {
+        for (float softcap : {0.0f, 3.0f}) {
+          if (softcap > 0.0f && n_cells % 2 == 0) continue;  // fewer cases, same coverage
+          const Cache cache = make_cache(t, n_cells + 5, sh.n_kv_head, sh.head_dim, ++seed, 6);
+          const AttentionShape s = shape_of(cache, sh.n_head, softcap);
+          // Large queries: peaked scores, maxima rising across chunks.
+          const std::vector<float> q = random_q(sh.n_head * sh.head_dim, ++seed, 4.0f);
+          std::vector<int32_t> cells;
+          for (int j = 0; j < n_cells; ++j) cells.push_back((j * 3 + 1) % (n_cells + 5));
+          const std::vector<float> r = run({"ref", &ref::attention}, s, q, cache, cells);
+          const std::string what = std::string(tensor_type_name(t)) + " head_dim " +
+                                   std::to_string(sh.head_dim) + " heads " +
+                                   std::to_string(sh.n_head) + "/" + std::to_string(sh.n_kv_head) +
+                                   " cells " + std::to_string(n_cells) + " softcap " +
+                                   std::to_string(softcap);
+          for (const Impl& impl : all_impls()) {
+            ASSERT_EQ(std::memcmp(run(impl, s, q, cache, cells).data(), r.data(), r.size() * 4), 0)
+                << impl.name << " " << what;
+            // One head at a time: the same bits as in the group pass.
+            std::vector<float> one(r.size(), std::numeric_limits<float>::quiet_NaN());
+            for (int h = 0; h < sh.n_head; ++h) {
+              std::vector<float> part = run(impl, s, q, cache, cells, h, h + 1);
+              std::memcpy(one.data() + h * sh.head_dim, part.data() + h * sh.head_dim,
+                          sizeof(float) * static_cast<size_t>(sh.head_dim));
+            }
+            ASSERT_EQ(std::memcmp(one.data(), r.data(), r.size() * 4), 0)
+                << impl.name << " per head, " << what;
+          }
+          ++n_cases;
+        }
       }
+    }
+  }
+  std::printf("%d cases, levels:", n_cases);
+  for (const Impl& impl : all_impls()) std::printf(" %s", impl.name.c_str());
+  std::printf("\n");
+}
+
+// Special values in the cache: zeros, subnormals and huge values in K and V (scores of ±1e4
+// with softcap off: a single cell takes everything), the same bits on every level.
+TEST(KernelsAttention, SpecialValuesSameBits) {
+  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
+    const int hd = 64, n = 80;
+    Cache cache = make_cache(t, n, 1, hd, 77);
+    std::vector<float> row(static_cast<size_t>(hd));
+    for (int c = 0; c < n; c += 7) {  // overwrite some K and V rows
+      for (int d = 0; d < hd; ++d)
+        row[static_cast<size_t>(d)] = c % 3 == 0 ? 0.0f : c % 3 == 1 ? 1e-7f * (d - 32) : 60.0f * (d % 5 - 2);
+      encode_row(t, row.data(), hd, cache.k.data() + cache.row_bytes * static_cast<size_t>(c));
+      encode_row(t, row.data(), hd, cache.v.data() + cache.row_bytes * static_cast<size_t>(c));
+    }
+    std::vector<int32_t> cells;
+    for (int j = 0; j < n; ++j) cells.push_back(j);
+    for (float qs : {0.0f, 1e-3f, 1.0f, 30.0f}) {
+      const AttentionShape s = shape_of(cache, 2);
+      const std::vector<float> q = random_q(2 * hd, 78, qs);
+      const std::vector<float> r = run({"ref", &ref::attention}, s, q, cache, cells);
+      for (float v : r) ASSERT_TRUE(std::isfinite(v)) << tensor_type_name(t) << " q scale " << qs;
+      for (const Impl& impl : all_impls())
+        ASSERT_EQ(std::memcmp(run(impl, s, q, cache, cells).data(), r.data(), r.size() * 4), 0)
+            << impl.name << " " << tensor_type_name(t) << " q scale " << qs;
     }
   }
 }

@@ -33,7 +33,7 @@ struct AttentionShape {
 };
 
 // q: [n_head, head_dim] f32; cells: [n_cells] indices into the cache; out: [n_head, head_dim].
-// scratch: at least n_cells floats. n_cells == 0 writes zeros.
+// scratch: unused (may be null; kept for callers). n_cells == 0 writes zeros.
 // Heads in [head_begin, head_end) only (lets callers split heads over threads).
 void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,
