@@ -1,0 +1,91 @@
+// End to end: the real `ubatch logits` binary gives the same bytes under every instruction
+// set (UBATCH_SIMD=scalar, avx2, avx512, amx) for every tiny reference model, with the KV
+// cache in f16 and in q8_0. Levels this CPU lacks are skipped with a printed line; the whole
+// test skips, visibly, without ../shared/reference.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "kernels/cpu_features.h"
+#include "support.h"
+
+namespace ubatch {
+namespace {
+
+// The tiny models of ../shared/reference/models (its README): both architectures, float and
+// quantized weights.
+const char* const kModels[] = {
+    "tiny-gemma3-f16",   "tiny-gemma3-f32",   "tiny-gemma3-q4_k_m", "tiny-gemma3-q8_0",
+    "tiny-llama-bf16",   "tiny-llama-f16",    "tiny-llama-f32",     "tiny-llama-q2_k",
+    "tiny-llama-q3_k_m", "tiny-llama-q4_0",   "tiny-llama-q4_1",    "tiny-llama-q4_k_m",
+    "tiny-llama-q5_0",   "tiny-llama-q5_1",   "tiny-llama-q5_k_m",  "tiny-llama-q6_k",
+    "tiny-llama-q8_0"};
+
+// The levels this CPU runs (scalar always); prints one line per level it skips.
+std::vector<std::string> levels_here() {
+  std::vector<std::string> levels = {"scalar"};
+  const kernels::CpuFeatures& f = kernels::cpu_features();
+  if (f.avx2) levels.push_back("avx2");
+  else std::printf("skipped level avx2: CPU has no AVX2/FMA/F16C\n");
+  if (f.avx512) levels.push_back("avx512");
+  else std::printf("skipped level avx512: CPU has no AVX-512 F/BW/VL/DQ\n");
+  std::string why;
+  if (kernels::cpu_simd_level(&why) == kernels::SimdLevel::Amx) levels.push_back("amx");
+  else std::printf("skipped level amx: %s\n", why.c_str());
+  return levels;
+}
+
+class LevelsLogits : public ::testing::TestWithParam<const char*> {};
+
+// 70 tokens: two chunks of the attention's online softmax (64 cells), the sliding window of
+// the Gemma layers, one forward pass (prefill: the heads of a KV group share each pass).
+TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::string model = test::reference_path(std::string("models/") + GetParam() + ".gguf");
+  ASSERT_TRUE(std::filesystem::exists(model)) << model;
+  std::string tokens;
+  for (int i = 0; i < 70; ++i) {
+    if (i > 0) tokens += ',';
+    tokens += std::to_string(1 + (i * 37 + 11) % 500);
+  }
+  const std::vector<std::string> levels = levels_here();
+  if (levels.size() < 2) GTEST_SKIP() << "only the scalar level runs on this CPU";
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("ubatch_levels_" + std::to_string(getpid()) + "_" + GetParam() + ".f32"))
+                              .string();
+  for (const char* kv : {"f16", "q8_0"}) {
+    std::vector<uint8_t> first;
+    for (const std::string& level : levels) {
+      int status = -1;
+      const std::string cmd = "UBATCH_SIMD=" + level + " " + test::ubatch_binary() +
+                              " logits -m " + model + " -c 128 -t 1 --kv-type " + kv +
+                              " --tokens " + tokens + " -o " + out + " 2>&1";
+      const std::string log = test::run_command(cmd, &status);
+      ASSERT_EQ(status, 0) << cmd << "\n" << log;
+      const std::vector<uint8_t> bytes = test::read_file(out);
+      ASSERT_EQ(bytes.size(), 70u * 512u * sizeof(float)) << cmd;
+      if (first.empty())
+        first = bytes;
+      else
+        EXPECT_TRUE(bytes == first) << GetParam() << " kv " << kv << ": level " << level
+                                    << " differs from " << levels[0];
+    }
+  }
+  std::filesystem::remove(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, LevelsLogits, ::testing::ValuesIn(kModels),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace ubatch
