@@ -338,15 +338,29 @@ void pack_acts_avx512(const PackedFormat& f, const ActLayout& a, const float* x,
         v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(row + b0 + i), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
       }
-      for (int64_t s = b0 / a.seg; s < (b0 + blk) / a.seg; ++s) {
-        const __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * a.seg)));
-        __m512i sum = q0;
-        if (a.seg == 32)
-          sum = _mm512_add_epi32(sum, _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * a.seg + 16))));
-        const int32_t total = _mm512_reduce_add_epi32(sum);
-        init[s] = -f.offset * total;
-        dx[s] = d;
-        if (f.has_min) xsv[s] = d * static_cast<float>(total);
+      // Segment sums, exact: vpsadbw of (q + 128) against 0 sums each 8 bytes; a segment is
+      // 2 (seg 16) or 4 (seg 32) of those sums, less 128 per byte.
+      alignas(64) uint64_t sad[8];
+      const int per_seg = a.seg / 8;
+      const int chunk = blk < 64 ? blk : 64;  // 32 (one Q8_0 block) or 64 bytes
+      for (int64_t c = b0; c < b0 + blk; c += chunk) {
+        if (chunk == 64) {
+          const __m512i q = _mm512_xor_si512(_mm512_loadu_si512(row + c), _mm512_set1_epi8(static_cast<char>(0x80)));
+          _mm512_store_si512(sad, _mm512_sad_epu8(q, _mm512_setzero_si512()));
+        } else {
+          const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c)),
+                                             _mm256_set1_epi8(static_cast<char>(0x80)));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(sad), _mm256_sad_epu8(q, _mm256_setzero_si256()));
+        }
+        for (int j = 0; j < chunk / 8; j += per_seg) {
+          int64_t u = 0;
+          for (int k = 0; k < per_seg; ++k) u += static_cast<int64_t>(sad[j + k]);
+          const int32_t total = static_cast<int32_t>(u - 128 * a.seg);
+          const int64_t s = (c + 8 * j) / a.seg;
+          init[s] = -f.offset * total;
+          dx[s] = d;
+          if (f.has_min) xsv[s] = d * static_cast<float>(total);
+        }
       }
     }
     std::memset(row + n_in, 0, static_cast<size_t>(a.init_off - n_in));

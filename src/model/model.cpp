@@ -219,10 +219,23 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
   shape.scale = hp.attn_scale;
   shape.kv_type = kv.type;
 
+  // Per-token work (norms, residuals, activations) over [t0, t1): split over the pool when the
+  // ubatch is long enough to pay for a hand-off. Row results do not depend on the split.
+  auto per_token = [&](const auto& fn) {
+    if (T < 8 || pool.n_threads() == 1) return fn(int64_t{0}, T);
+    pool.run([&](int ith, int nth) {
+      int64_t t0, t1;
+      kernels::ThreadPool::split(T, ith, nth, t0, t1);
+      if (t0 < t1) fn(t0, t1);
+    });
+  };
+
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerWeights& L = layers_[il];
     const KvLayerView& kvl = kv.layers[il];
-    for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * E, L.attn_norm, xn + t * E, E, hp.rms_eps);
+    per_token([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) kernels::rms_norm(x + t * E, L.attn_norm, xn + t * E, E, hp.rms_eps);
+    });
     {
       const kernels::WeightView* ws[3] = {&L.wq, &L.wk, &L.wv};
       float* ys[3] = {q_.data(), k_.data(), v_.data()};
@@ -285,27 +298,34 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
     });
 
     kernels::matmul(L.wo, attn_.data(), T, tmp_.data(), pool);
-    for (int64_t t = 0; t < T; ++t) {
-      float* r = tmp_.data() + t * E;
-      if (hp.post_norms) kernels::rms_norm(r, L.post_attn_norm, r, E, hp.rms_eps);
-      kernels::add(x + t * E, r, x + t * E, E);
-      kernels::rms_norm(x + t * E, L.ffn_norm, xn + t * E, E, hp.rms_eps);
-    }
+    per_token([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* r = tmp_.data() + t * E;
+        if (hp.post_norms) kernels::rms_norm(r, L.post_attn_norm, r, E, hp.rms_eps);
+        kernels::add(x + t * E, r, x + t * E, E);
+        kernels::rms_norm(x + t * E, L.ffn_norm, xn + t * E, E, hp.rms_eps);
+      }
+    });
     {
       const kernels::WeightView* ws[2] = {&L.w_gate, &L.w_up};
       float* ys[2] = {gate_.data(), up_.data()};
       kernels::matmul_multi(ws, ys, 2, xn, T, pool);
     }
-    const int64_t nf = T * hp.n_ff;
-    if (hp.ffn_act == FfnActivation::GeluTanh) kernels::gelu_tanh(gate_.data(), gate_.data(), nf);
-    else kernels::silu(gate_.data(), gate_.data(), nf);
-    kernels::mul(gate_.data(), up_.data(), gate_.data(), nf);
+    per_token([&](int64_t t0, int64_t t1) {
+      float* g = gate_.data() + t0 * hp.n_ff;
+      const int64_t nf = (t1 - t0) * hp.n_ff;
+      if (hp.ffn_act == FfnActivation::GeluTanh) kernels::gelu_tanh(g, g, nf);
+      else kernels::silu(g, g, nf);
+      kernels::mul(g, up_.data() + t0 * hp.n_ff, g, nf);
+    });
     kernels::matmul(L.w_down, gate_.data(), T, tmp_.data(), pool);
-    for (int64_t t = 0; t < T; ++t) {
-      float* r = tmp_.data() + t * E;
-      if (hp.post_norms) kernels::rms_norm(r, L.post_ffn_norm, r, E, hp.rms_eps);
-      kernels::add(x + t * E, r, x + t * E, E);
-    }
+    per_token([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* r = tmp_.data() + t * E;
+        if (hp.post_norms) kernels::rms_norm(r, L.post_ffn_norm, r, E, hp.rms_eps);
+        kernels::add(x + t * E, r, x + t * E, E);
+      }
+    });
   }
 
   // Logits only for the rows asked for.
