@@ -7,9 +7,9 @@
 //       build/libubatch_common.a -lfmt -pthread -o build/bench_matmul
 // Run:
 //   build/bench_matmul TYPE N_OUT N_IN THREADS N_TOKENS...    e.g. Q8_0 262144 640 2 1 8 32
-// UBATCH_SIMD=scalar|avx2|avx512 caps the SIMD level as for the engine. Quantized weights are
-// repacked first (kernels/packed_weight.h), as the model does at load; UBATCH_UNPACKED=1
-// times the older per-call-unpacking path instead. GB/s counts the bytes the path streams.
+// UBATCH_SIMD=scalar|avx2|avx512|amx caps the SIMD level as for the engine. Quantized weights
+// are repacked first (kernels/packed_weight.h), as the model does at load; GB/s counts the
+// packed bytes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   ThreadPool pool(threads);
   double gbytes = double(data.size()) / 1e9;
   std::unique_ptr<PackedWeight> packed;
-  if (!std::getenv("UBATCH_UNPACKED")) {
+  {
     PackedFormat f;
     if (packed_format(type, f)) {
       auto pw = pack_weight(type, data.data(), n_in, n_out);

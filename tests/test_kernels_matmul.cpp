@@ -202,37 +202,5 @@ TEST(Matmul, DispatchedEntryPointIsInvariant) {
   EXPECT_FALSE(can_matmul(TensorType::Q8_K));
 }
 
-// Every position of every group plan maps to a distinct segment inside the group, segments
-// stay inside one sub-block and one activation block, and the plan covers the row.
-TEST(MatmulPlan, GroupsCoverRows) {
-  std::vector<const detail::SegmentLayout*> layouts;
-  if (cpu_features().avx2) layouts.push_back(detail::backend_avx2().layout);
-  if (cpu_features().avx512 && cpu_features().avx512_vnni) layouts.push_back(detail::backend_avx512().layout);
-  for (const auto* layout : layouts) {
-    for (TensorType t : kTypes) {
-      detail::QuantInfo info;
-      if (!detail::quant_info(t, true, info)) continue;
-      for (int64_t n_in : widths(t)) {
-        std::vector<detail::Group> groups(detail::max_groups(n_in));
-        int64_t wb, xb;
-        const int n = detail::build_groups(info, n_in, *layout, groups.data(), wb, xb);
-        std::vector<int> covered(n_in, 0);
-        for (int g = 0; g < n; ++g) {
-          const auto& G = groups[g];
-          const int seg_len = 4 * G.steps;
-          for (int p = 0; p < detail::kPositions; ++p) {
-            if (G.pos_seg[p] < 0) continue;
-            const int64_t e0 = G.elem_start + G.pos_seg[p] * seg_len;
-            ASSERT_EQ(e0 / info.sub_block, (e0 + seg_len - 1) / info.sub_block);
-            ASSERT_EQ(e0 / info.act_block, (e0 + seg_len - 1) / info.act_block);
-            for (int e = 0; e < seg_len; ++e) covered[e0 + e]++;
-          }
-        }
-        for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(covered[i], 1) << tensor_type_name(t) << " " << i;
-      }
-    }
-  }
-}
-
 }  // namespace
 }  // namespace ubatch::kernels

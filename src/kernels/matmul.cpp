@@ -1,4 +1,4 @@
-// matmul: dispatch to a SIMD level, the scalar reference, group planning, and scratch buffers.
+// matmul: dispatch to a SIMD level, the scalar reference, the packed-GEMM launcher, and scratch buffers.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -39,72 +39,6 @@ bool quant_info(TensorType t, bool q8_unsigned, QuantInfo& info) {
 
 namespace {
 
-int layout_index(int steps) { return steps == 1 ? 0 : steps == 2 ? 1 : steps == 4 ? 2 : 3; }
-
-void add_group(const QuantInfo& info, const SegmentLayout& layout, int64_t elem_start,
-               int64_t n_elems, int steps, Group& g, int64_t& w_bytes, int64_t& x_bytes) {
-  g = Group{};
-  g.elem_start = static_cast<int32_t>(elem_start);
-  g.n_elems = static_cast<int32_t>(n_elems);
-  g.steps = steps;
-  g.w_offset = static_cast<int32_t>(w_bytes);
-  g.x_offset = static_cast<int32_t>(x_bytes);
-  const int seg_len = 4 * steps;
-  const int n_seg = static_cast<int>(n_elems / seg_len);
-  UBATCH_CHECK(n_elems % seg_len == 0 && n_seg <= kPositions);
-  UBATCH_CHECK(seg_len <= info.sub_block);
-  for (int p = 0; p < kPositions; ++p) {
-    const int seg = layout.seg_of_pos[layout_index(steps)][p];
-    if (seg < n_seg) {
-      const int64_t e = seg * seg_len;  // relative to elem_start
-      g.pos_seg[p] = static_cast<int8_t>(seg);
-      g.pos_sub[p] = static_cast<int8_t>(e / info.sub_block);
-      g.pos_act[p] = static_cast<int8_t>((elem_start + e) / info.act_block - elem_start / info.act_block);
-    } else {
-      g.pos_seg[p] = g.pos_sub[p] = g.pos_act[p] = -1;
-    }
-  }
-  w_bytes += 64 * steps + 64 + (info.has_min ? 64 : 0);
-  x_bytes += 64 * steps + 128 + (info.has_min ? 64 : 0);
-}
-
-}  // namespace
-
-int build_groups(const QuantInfo& info, int64_t n_in, const SegmentLayout& layout, Group* groups,
-                 int64_t& w_row_bytes, int64_t& x_row_bytes) {
-  int n = 0;
-  w_row_bytes = 0;
-  x_row_bytes = 0;
-  int64_t e = 0;
-  auto add = [&](int64_t n_elems, int steps) {
-    add_group(info, layout, e, n_elems, steps, groups[n++], w_row_bytes, x_row_bytes);
-    e += n_elems;
-  };
-  if (info.sub_block == 16) {  // Q2_K, Q3_K, Q6_K: one super-block of 16 sub-blocks per group
-    while (e < n_in) add(256, 4);
-  } else if (info.act_block == 256) {  // Q4_K, Q5_K: two super-blocks, then one
-    while (n_in - e >= 512) add(512, 8);
-    if (n_in - e == 256) add(256, 4);
-  } else {  // 32-element blocks: 16 blocks, then 8, 4, 2, 1 with one segment per lane
-    while (n_in - e >= 512) add(512, 8);
-    if (n_in - e >= 256) add(256, 4);
-    if (n_in - e >= 128) add(128, 2);
-    if (n_in - e >= 64) add(64, 1);
-    if (n_in - e == 32) add(32, 1);
-  }
-  UBATCH_CHECK(e == n_in && n <= max_groups(n_in));
-  return n;
-}
-
-int64_t row_scratch_bytes(const Plan& plan, int64_t n_tokens) {
-  const int64_t n_sub = plan.n_in / plan.info.sub_block;
-  const int64_t rows = kMaxRowBlock;
-  return (plan.n_in + 1024) + 2 * 4 * (n_sub + 64) + rows * plan.w_row_bytes_packed + 256 +
-         4 * kOutRows * n_tokens;
-}
-
-namespace {
-
 // A growable, 64-byte aligned byte buffer (one per thread and purpose): allocates only when a
 // call needs more than any earlier one.
 class Scratch {
@@ -123,11 +57,8 @@ class Scratch {
   size_t cap_ = 0;
 };
 
-thread_local Scratch t_row_scratch;  // per thread: packed weight rows
-thread_local Scratch t_act_tmp;      // per thread: one activation row while packing
-thread_local Scratch t_acts;         // caller: the packed activations of a call
+thread_local Scratch t_row_scratch;  // per thread: float-weight scratch
 thread_local Scratch t_packed_acts[kMaxMulti];  // caller: packed-GEMM activations, per layout
-thread_local std::vector<Group> t_groups;
 
 // Activations of the scalar reference: int8 rows in natural order and their block scales.
 struct RefActs {
@@ -314,57 +245,28 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
   if (n_tokens == 0 || w.n_out == 0) return;
   if (w.packed) return matmul_packed(level, *w.packed, x, n_tokens, y, pool);
 
+  if (!is_float_type(w.type)) {
+    // Quantized weights are multiplied packed; a view without its packed copy is packed for
+    // this call.
+    Result<std::unique_ptr<PackedWeight>> pw = pack_weight(w.type, w.data, w.n_in, w.n_out);
+    UBATCH_CHECK_MSG(pw.is_ok(), "matmul: cannot pack the weight");
+    return matmul_packed(level, **pw, x, n_tokens, y, pool);
+  }
   if (level == SimdLevel::Scalar) {
-    RefActs acts;
-    QuantInfo info;
-    if (quant_info(w.type, true, info)) ref_quantize_acts(info, x, w.n_in, n_tokens, acts);
     pool.run([&](int ith, int nth) {
       int64_t r0, r1;
       ThreadPool::split(w.n_out, ith, nth, r0, r1);
-      reference_rows(w, x, acts, n_tokens, y, r0, r1);
+      reference_rows(w, x, RefActs{}, n_tokens, y, r0, r1);
     });
     return;
   }
-
   const Backend& be = level >= SimdLevel::Avx512 ? backend_avx512() : backend_avx2();
-  if (is_float_type(w.type)) {
-    pool.run([&](int ith, int nth) {
-      int64_t r0, r1;
-      split_rows(w.n_out, ith, nth, r0, r1);
-      if (r0 == r1) return;
-      uint8_t* scratch = t_row_scratch.get(static_cast<size_t>(float_scratch_bytes(w.n_in, n_tokens)));
-      be.rows_float(w, x, n_tokens, y, r0, r1, scratch);
-    });
-    return;
-  }
-
-  Plan plan;
-  plan.type = w.type;
-  plan.n_in = w.n_in;
-  UBATCH_CHECK(quant_info(w.type, be.q8_unsigned, plan.info));
-  t_groups.resize(static_cast<size_t>(max_groups(w.n_in)));
-  plan.n_groups = build_groups(plan.info, w.n_in, *be.layout, t_groups.data(),
-                               plan.w_row_bytes_packed, plan.x_row_bytes_packed);
-  plan.groups = t_groups.data();
-
-  uint8_t* xp = t_acts.get(static_cast<size_t>(n_tokens * plan.x_row_bytes_packed));
-  const size_t tmp_bytes = static_cast<size_t>(act_tmp_bytes(w.n_in));
-  if (n_tokens * w.n_in < (1 << 16) || pool.n_threads() == 1) {
-    be.pack_acts(plan, x, 0, n_tokens, xp, t_act_tmp.get(tmp_bytes));
-  } else {
-    pool.run([&](int ith, int nth) {
-      int64_t t0, t1;
-      ThreadPool::split(n_tokens, ith, nth, t0, t1);
-      if (t0 < t1) be.pack_acts(plan, x, t0, t1, xp, t_act_tmp.get(tmp_bytes));
-    });
-  }
-
-  const size_t scratch_bytes = static_cast<size_t>(row_scratch_bytes(plan, n_tokens));
   pool.run([&](int ith, int nth) {
     int64_t r0, r1;
     split_rows(w.n_out, ith, nth, r0, r1);
     if (r0 == r1) return;
-    be.rows_quant(plan, w, xp, n_tokens, y, r0, r1, t_row_scratch.get(scratch_bytes));
+    uint8_t* scratch = t_row_scratch.get(static_cast<size_t>(float_scratch_bytes(w.n_in, n_tokens)));
+    be.rows_float(w, x, n_tokens, y, r0, r1, scratch);
   });
 }
 
