@@ -185,16 +185,29 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
 
   float* x = x_.data();
   float* xn = xn_.data();
+  // Per-token work (embeddings, RoPE angles, norms, residuals, activations) over [t0, t1): split over the pool when the
+  // ubatch is long enough to pay for a hand-off. Row results do not depend on the split.
+  auto per_token = [&](const auto& fn) {
+    if (T < 8 || pool.n_threads() == 1) return fn(int64_t{0}, T);
+    pool.run([&](int ith, int nth) {
+      int64_t t0, t1;
+      kernels::ThreadPool::split(T, ith, nth, t0, t1);
+      if (t0 < t1) fn(t0, t1);
+    });
+  };
+
   const float embd_scale = hp.embd_scale_sqrt ? std::sqrt(static_cast<float>(E)) : 1.0f;
-  for (int64_t t = 0; t < T; ++t) {
-    if (tok_embd_.packed) {
-      kernels::packed_dequantize_row(*tok_embd_.packed, ub.token[t], x + t * E);
-    } else {
-      const uint8_t* row = static_cast<const uint8_t*>(tok_embd_.data) + tok_embd_.row_bytes * ub.token[t];
-      kernels::dequantize_row(tok_embd_.type, row, x + t * E, E);
+  per_token([&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (tok_embd_.packed) {
+        kernels::packed_dequantize_row(*tok_embd_.packed, ub.token[t], x + t * E);
+      } else {
+        const uint8_t* row = static_cast<const uint8_t*>(tok_embd_.data) + tok_embd_.row_bytes * ub.token[t];
+        kernels::dequantize_row(tok_embd_.type, row, x + t * E, E);
+      }
+      if (hp.embd_scale_sqrt) kernels::scale(x + t * E, embd_scale, x + t * E, E);
     }
-    if (hp.embd_scale_sqrt) kernels::scale(x + t * E, embd_scale, x + t * E, E);
-  }
+  });
 
   // RoPE angles of every token, once per forward for each base (global, sliding-window).
   const int64_t n_half = hp.n_rot / 2;
@@ -207,9 +220,11 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
       std::copy(rope_sin_[0].begin(), rope_sin_[0].begin() + T * n_half, rope_sin_[1].begin());
       continue;
     }
-    for (int64_t t = 0; t < T; ++t)
-      kernels::rope_angles(ub.pos[t], hp.n_rot, base, hp.rope_freq_scale,
-                           rope_cos_[b].data() + t * n_half, rope_sin_[b].data() + t * n_half);
+    per_token([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        kernels::rope_angles(ub.pos[t], hp.n_rot, base, hp.rope_freq_scale,
+                             rope_cos_[b].data() + t * n_half, rope_sin_[b].data() + t * n_half);
+    });
   }
 
   kernels::AttentionShape shape;
@@ -218,17 +233,6 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
   shape.head_dim = hd;
   shape.scale = hp.attn_scale;
   shape.kv_type = kv.type;
-
-  // Per-token work (norms, residuals, activations) over [t0, t1): split over the pool when the
-  // ubatch is long enough to pay for a hand-off. Row results do not depend on the split.
-  auto per_token = [&](const auto& fn) {
-    if (T < 8 || pool.n_threads() == 1) return fn(int64_t{0}, T);
-    pool.run([&](int ith, int nth) {
-      int64_t t0, t1;
-      kernels::ThreadPool::split(T, ith, nth, t0, t1);
-      if (t0 < t1) fn(t0, t1);
-    });
-  };
 
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerWeights& L = layers_[il];
