@@ -285,10 +285,10 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
     const int n_head_tasks = hp.n_head / heads_per_task;
     const int64_t n_tasks = T * n_head_tasks;
     pool.run([&](int ith, int nth) {
-      int64_t begin, end;
-      kernels::ThreadPool::split(n_tasks, ith, nth, begin, end);
+      // Tasks dealt round-robin: a causal prefill's later tokens see more cells, so contiguous
+      // ranges would leave the first threads idle while the last ones work.
       float* scratch = attn_scratch_.data() + static_cast<size_t>(ith) * max_cells;
-      for (int64_t task = begin; task < end; ++task) {
+      for (int64_t task = ith; task < n_tasks; task += nth) {
         const int64_t t = task / n_head_tasks;
         const int h = static_cast<int>(task % n_head_tasks) * heads_per_task;
         const int32_t* cells = kv.cells[t];
