@@ -19,8 +19,7 @@ namespace ubatch::kernels::detail {
 namespace {
 
 constexpr int kNR = 2;  // tokens per tile
-constexpr int64_t kPrefetchBytes = 4096;    // into L1, ahead of the packed stream
-constexpr int64_t kPrefetchL2Bytes = 32768; // into L2, further ahead (more misses in flight)
+constexpr int64_t kPrefetchBytes = 4096;
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
@@ -69,8 +68,6 @@ void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
     for (int64_t off = 0; off < f.block_bytes; off += 64) {
       const char* pf = reinterpret_cast<const char*>(block) + kPrefetchBytes + off;
       if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
-      const char* pf2 = reinterpret_cast<const char*>(block) + kPrefetchL2Bytes + off;
-      if (pf2 < pf_end) _mm_prefetch(pf2, _MM_HINT_T1);
     }
     for (int h = 0; h < 2; ++h) {
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * h)));

@@ -24,7 +24,7 @@ namespace {
 
 constexpr int kNR = 4;                   // tokens per tile
 constexpr int64_t kPrefetchBytes = 4096; // how far ahead the packed weights are prefetched
-constexpr int64_t kPrefetchL2Bytes = 32768; // into L2, further ahead: more misses in flight per core
+constexpr int64_t kPrefetchL2Bytes = 32768; // decode: also into L2, further ahead (more misses in flight per core)
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 inline void store512(void* p, __m512i v) { _mm512_storeu_si512(p, v); }
@@ -106,8 +106,6 @@ void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
     for (int64_t off = 0; off < f.block_bytes; off += 64) {
       const char* pf = reinterpret_cast<const char*>(block) + kPrefetchBytes + off;
       if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
-      const char* pf2 = reinterpret_cast<const char*>(block) + kPrefetchL2Bytes + off;
-      if (pf2 < pf_end) _mm_prefetch(pf2, _MM_HINT_T1);
     }
     const __m512 d = header_d(block), m = header_m(f, block);
     for (int s = 0; s < segs_per_block; ++s) {
