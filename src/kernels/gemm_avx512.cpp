@@ -8,6 +8,10 @@
 // per accumulator into MR × NR float accumulators that live for the whole row. Weights are
 // read once per tile from the scratch, activations once per panel pair.
 //
+// One or two tokens (decode) skip the scratch: fused_tile unpacks the quants in registers
+// straight from the packed stream, prefetched 4 KiB ahead into L1 and 32 KiB ahead into L2.
+// Activations are quantized here too (pack_acts_avx512), to the scalar pack_acts' bytes.
+//
 // Compiled with the AVX-512 flags; only reached when the CPU has AVX-512 F/BW/VL/DQ + VNNI.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -8,9 +8,11 @@
 // formats are designed for; F32/F16/BF16 weights use f32 activations.
 //
 // Batch invariance: y[t][o] depends only on x[t] and W[o] — it is computed with the same
-// sequence of floating-point operations whatever n_tokens, the thread count, or which other
-// rows share the call. Tiled SIMD paths keep one accumulator per (t, o) and reduce it in the
-// same order as the one-row path.
+// sequence of floating-point operations whatever n_tokens, the tiling, the thread count, the
+// SIMD level (scalar, AVX2, AVX-512, AMX), or which other rows share the call: quantized
+// weights by the canonical order of gemm_internal.h, float weights by the 16-lane float dot
+// of matmul_float_inl.h. Quantized weights are read from their packed copy
+// (packed_weight.h); errors (bad view, unsupported type) are internal checks.
 #pragma once
 
 #include <cstddef>
@@ -54,7 +56,8 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
 void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const float* x,
                   int64_t n_tokens, ThreadPool& pool);
 
-// The scalar reference (SIMD paths are tested against it; they agree up to float rounding).
+// The scalar reference, from the GGUF blocks (not the packed copy): every level gives its
+// bits exactly (tests/test_kernels_gemm.cpp, test_kernels_matmul_float.cpp).
 void matmul_reference(const WeightView& w, const float* x, int64_t n_tokens, float* y);
 
 }  // namespace ubatch::kernels
