@@ -95,7 +95,10 @@ TEST_F(ServerPriority, AnUrgentRequestOvertakesTwoLongStreams) {
   EXPECT_LE(urgent_ms, 3 * solo_ms + 1000) << "solo " << solo_ms << " ms";
   // The same greedy text as alone.
   EXPECT_EQ(got.parsed()["choices"][0]["text"], solo.parsed()["choices"][0]["text"]);
-  std::map<std::string, double> after = metrics(port());
+  // Counters are updated as responses go out: wait (up to 5 s) for the last ones.
+  std::map<std::string, double> after = wait_metrics(port(), [&](std::map<std::string, double>& m) {
+    return m["ubatch_preemptions_total{cause=\"priority\"}"] - before["ubatch_preemptions_total{cause=\"priority\"}"] >= 1;
+  }, 100);
   EXPECT_GE(after["ubatch_preemptions_total{cause=\"priority\"}"] - before["ubatch_preemptions_total{cause=\"priority\"}"],
             1);
   EXPECT_EQ(after["ubatch_preemptions_total{cause=\"memory\"}"], before["ubatch_preemptions_total{cause=\"memory\"}"]);
@@ -148,7 +151,10 @@ TEST_F(ServerPriority, PreemptedStreamsKeepTheirExactText) {
       EXPECT_GT(last["timings"]["preempted_ms"].get<double>(), 0.0);
     }
   }
-  std::map<std::string, double> after = metrics(port());
+  // Counters are updated as responses go out: wait (up to 5 s) for the last ones.
+  std::map<std::string, double> after = wait_metrics(port(), [&](std::map<std::string, double>& m) {
+    return m["ubatch_preemptions_total{cause=\"priority\"}"] - before["ubatch_preemptions_total{cause=\"priority\"}"] >= 2;
+  }, 100);
   const double by_priority =
       after["ubatch_preemptions_total{cause=\"priority\"}"] - before["ubatch_preemptions_total{cause=\"priority\"}"];
   EXPECT_EQ(preempted, 2);
@@ -194,7 +200,10 @@ TEST_F(ServerDeadlines, AnUnattainableDeadlineIsRefusedAtOnce) {
   // A stream is refused the same way, before any byte of a response.
   body["stream"] = true;
   EXPECT_EQ(post(port(), "/v1/completions", body.dump()).status, 503);
-  std::map<std::string, double> after = metrics(port());
+  // Counters are updated as responses go out: wait (up to 5 s) for the last ones.
+  std::map<std::string, double> after = wait_metrics(port(), [&](std::map<std::string, double>& m) {
+    return m["ubatch_requests_rejected_total{cause=\"deadline\"}"] - before["ubatch_requests_rejected_total{cause=\"deadline\"}"] >= 2;
+  }, 100);
   EXPECT_EQ(after["ubatch_requests_rejected_total{cause=\"deadline\"}"] -
                 before["ubatch_requests_rejected_total{cause=\"deadline\"}"],
             2);
@@ -232,7 +241,10 @@ TEST_F(ServerDeadlines, ADeadlinePassingInTheQueueIs504AndNeverPrefilled) {
     EXPECT_GE(waited, static_cast<int>(deadline));
     EXPECT_LE(waited, deadline + std::max(500.0, 3.0 * step_ms));
   }
-  std::map<std::string, double> after = metrics(port());
+  // Counters are updated as responses go out: wait (up to 5 s) for the last ones.
+  std::map<std::string, double> after = wait_metrics(port(), [&](std::map<std::string, double>& m) {
+    return m["ubatch_http_responses_total{code=\"504\"}"] - before["ubatch_http_responses_total{code=\"504\"}"] >= 2;
+  }, 100);
   EXPECT_EQ(after["ubatch_deadline_misses_total{stage=\"queued\"}"] -
                 before["ubatch_deadline_misses_total{stage=\"queued\"}"],
             2);
@@ -280,7 +292,10 @@ TEST_F(ServerDeadlines, ARunningRequestStopsAtItsDeadlineUnlessBestEffort) {
   j = r.parsed();
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(j["usage"]["completion_tokens"], 120);
-  std::map<std::string, double> after = metrics(port());
+  // Counters are updated as responses go out: wait (up to 5 s) for the last ones.
+  std::map<std::string, double> after = wait_metrics(port(), [&](std::map<std::string, double>& m) {
+    return m["ubatch_deadline_misses_total{stage=\"running\"}"] - before["ubatch_deadline_misses_total{stage=\"running\"}"] >= 2;
+  }, 100);
   EXPECT_EQ(after["ubatch_deadline_misses_total{stage=\"running\"}"] -
                 before["ubatch_deadline_misses_total{stage=\"running\"}"],
             2);

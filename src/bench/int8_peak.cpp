@@ -8,6 +8,7 @@
 
 #include "bench/int8_peak_loops.h"
 #include "kernels/amx.h"
+#include "kernels/matmul.h"
 #include "kernels/cpu_features.h"
 
 namespace ubatch::bench {
@@ -62,7 +63,10 @@ bool int8_isa_supported(Int8Isa isa, std::string* why) {
       if (!f.avx2) reason = "CPU has no AVX2";
       break;
     case Int8Isa::Amx:
-      kernels::amx_available(&reason);
+      // Only where the engine's own AMX self-check passed (a forked child ran the tile
+      // kernel): a VM that advertises AMX but faults on tile instructions must not take the
+      // probe down with SIGILL.
+      kernels::amx_matmul_usable(&reason);
       break;
   }
   if (why) *why = reason;

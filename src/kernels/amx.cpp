@@ -34,8 +34,10 @@ AmxPermission request_permission() {
   const CpuFeatures& f = cpu_features();
   if (!f.amx_int8) return p.why = "CPU has no AMX-INT8", p;
   if (!f.os_amx) return p.why = "OS does not enable tile state in XCR0", p;
-  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0)
-    return p.why = std::string("arch_prctl(ARCH_REQ_XCOMP_PERM) refused: ") + std::strerror(errno), p;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+    const int err = errno;  // before anything else can change it
+    return p.why = std::string("arch_prctl(ARCH_REQ_XCOMP_PERM) refused: ") + std::strerror(err), p;
+  }
   uint64_t granted = 0;
   if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &granted) != 0 || !(granted & (uint64_t{1} << kXfeatureXtiledata)))
     return p.why = "arch_prctl(ARCH_GET_XCOMP_PERM) does not list XTILEDATA after the request", p;
@@ -89,6 +91,7 @@ bool AmxTileConfig::valid() const {
   for (int i = 0; i < 16; ++i) {
     if (i >= 8 && (rows[i] != 0 || colsb[i] != 0)) return false;
     if (rows[i] > 16 || colsb[i] > 64) return false;
+    if ((rows[i] == 0) != (colsb[i] == 0)) return false;  // LDTILECFG faults (#GP) otherwise
   }
   return true;
 }

@@ -6,9 +6,11 @@
 // process, a forked child runs a small packed product on both paths and compares the bytes;
 // the parent only reads the child's exit status. A child that crashes or disagrees leaves the
 // engine on AVX-512, with the reason kept for logs and tests.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <random>
 #include <string>
@@ -68,9 +70,20 @@ bool amx_gemm_self_check(std::string* why) {
     if (!amx_available(&reason)) return reason;
     const pid_t pid = fork();
     if (pid < 0) return "AMX self-check: fork failed";
-    if (pid == 0) _exit(compare_paths());
+    if (pid == 0) {
+      // Default handlers and no blocked signals, so a fault always ends the child with its
+      // signal (the parent may block SIGINT/SIGTERM or handle SIGSEGV).
+      for (int sig : {SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT}) signal(sig, SIG_DFL);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      _exit(compare_paths());
+    }
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid) return "AMX self-check: waitpid failed";
+    pid_t r;
+    while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (r != pid) return "AMX self-check: waitpid failed";
     if (WIFSIGNALED(status))
       return "AMX self-check: the tile kernel died with signal " + std::to_string(WTERMSIG(status));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)

@@ -274,6 +274,8 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
 
 bool can_matmul(TensorType t) { return can_dequantize(t); }
 
+bool amx_matmul_usable(std::string* why) { return detail::amx_gemm_self_check(why); }
+
 SimdLevel matmul_simd_level(std::string* why) {
   if (why) *why = detail::level_choice().why;
   return detail::level_choice().level;

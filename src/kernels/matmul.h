@@ -46,6 +46,11 @@ bool can_matmul(TensorType t);
 // given) receives the reason for such a lowering, or "". Decided once per process.
 SimdLevel matmul_simd_level(std::string* why = nullptr);
 
+// True when the AMX tile path may run on this machine: amx_available() and the start-up
+// self-check (a forked child bit-compares AMX with AVX-512) passed; otherwise why gets the
+// reason. Independent of UBATCH_SIMD. Decided once per process.
+bool amx_matmul_usable(std::string* why = nullptr);
+
 // y = x · Wᵀ as above, split over the pool's threads by output rows.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 

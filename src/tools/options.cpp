@@ -50,6 +50,9 @@ void add_sampling_options(CLI::App& app, SamplingParams& p) {
 }
 
 Result<Loaded> load(const ModelOptions& o, bool with_tokenizer) {
+  // Decide the matmul level (and run the AMX self-check, which forks) while the process is
+  // still small, before the model is mapped and packed.
+  kernels::matmul_simd_level();
   Loaded out;
   const auto t0 = std::chrono::steady_clock::now();
   Result<std::unique_ptr<gguf::File>> file = gguf::File::open(o.model);
