@@ -222,16 +222,24 @@ TEST_F(ServerDeadlines, ADeadlinePassingInTheQueueIs504AndNeverPrefilled) {
   const Clock::time_point s0 = Clock::now();
   running.conn.read_until("\n\n", 4);
   const double step_ms = ms_since(s0) / 4.0;
-  const double deadline = std::max(300.0, 6.0 * step_ms);
+  double deadline = std::max(300.0, 6.0 * step_ms);
   std::map<std::string, double> before = metrics(port());
   for (bool stream : {false, true}) {
     SCOPED_TRACE(stream ? "streamed" : "not streamed");
     json body = kShort;
-    body["deadline_ms"] = static_cast<int>(deadline);
     body["stream"] = stream;
-    const Clock::time_point t0 = Clock::now();
-    Reply r = post(port(), "/v1/completions", body.dump());
-    const double waited = ms_since(t0);
+    Reply r;
+    double waited = 0.0;
+    // The server's own step-time estimate may exceed ours on a loaded machine and refuse the
+    // deadline at admission (503, counted as a rejection, not a miss): then try a longer one.
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      body["deadline_ms"] = static_cast<int>(deadline);
+      const Clock::time_point t0 = Clock::now();
+      r = post(port(), "/v1/completions", body.dump());
+      waited = ms_since(t0);
+      if (r.status != 503) break;
+      deadline *= 2.0;
+    }
     ASSERT_EQ(r.status, 504) << r.body << " (step " << step_ms << " ms)";
     const json e = r.parsed()["error"];
     EXPECT_EQ(e["type"], "deadline_exceeded");
@@ -239,7 +247,7 @@ TEST_F(ServerDeadlines, ADeadlinePassingInTheQueueIs504AndNeverPrefilled) {
     EXPECT_NE(e["message"].get<std::string>().find("never scheduled"), std::string::npos) << r.body;
     // At its deadline, within a step (generous: this machine is shared).
     EXPECT_GE(waited, static_cast<int>(deadline));
-    EXPECT_LE(waited, deadline + std::max(500.0, 3.0 * step_ms));
+    EXPECT_LE(waited, deadline + std::max(1000.0, 4.0 * step_ms));
   }
   // Counters are updated as responses go out: wait (up to 5 s) for the last ones.
   std::map<std::string, double> after = wait_metrics(port(), [&](std::map<std::string, double>& m) {
