@@ -15,7 +15,8 @@
 namespace ubatch::kernels {
 namespace {
 
-std::vector<int> half_fields(TensorType t) {
+// Offsets of the f16 scale fields in one block, so random blocks get finite scales.
+inline std::vector<int> half_fields(TensorType t) {
   switch (t) {
     case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q8_0: return {0};
     case TensorType::Q4_1: case TensorType::Q5_1: case TensorType::Q4_K: case TensorType::Q5_K:
@@ -34,7 +35,7 @@ struct Weights {
   WeightView view;
 };
 
-Weights random_weights(TensorType t, int64_t n_in, int64_t n_out, uint32_t seed) {
+inline Weights random_weights(TensorType t, int64_t n_in, int64_t n_out, uint32_t seed) {
   Weights w;
   std::mt19937 rng(seed);
   const size_t row_bytes = tensor_row_bytes(t, n_in);
@@ -65,7 +66,7 @@ Weights random_weights(TensorType t, int64_t n_in, int64_t n_out, uint32_t seed)
   return w;
 }
 
-std::vector<float> random_x(int64_t n_tokens, int64_t n_in, uint32_t seed) {
+inline std::vector<float> random_x(int64_t n_tokens, int64_t n_in, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(n_tokens * n_in);

@@ -12,6 +12,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
+#include "kernel_test_data.h"
 
 namespace ubatch::kernels {
 namespace {
@@ -239,18 +240,6 @@ TEST(Quantize, Capabilities) {
   EXPECT_FALSE(can_dequantize(TensorType::I32));
 }
 
-// Offsets of the f16 scale fields in one block, so random blocks get finite scales.
-std::vector<int> half_fields(TensorType t) {
-  switch (t) {
-    case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q8_0: return {0};
-    case TensorType::Q4_1: case TensorType::Q5_1: case TensorType::Q4_K: case TensorType::Q5_K:
-      return {0, 2};
-    case TensorType::Q2_K: return {80, 82};
-    case TensorType::Q3_K: return {108};
-    case TensorType::Q6_K: return {208};
-    default: return {};
-  }
-}
 
 std::vector<uint8_t> random_row(TensorType t, int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
 #include "support.h"
 
 namespace ubatch {
@@ -35,7 +36,9 @@ std::vector<std::string> levels_here() {
   if (f.avx512) levels.push_back("avx512");
   else std::printf("skipped level avx512: CPU has no AVX-512 F/BW/VL/DQ\n");
   std::string why;
-  if (kernels::cpu_simd_level(&why) == kernels::SimdLevel::Amx) levels.push_back("amx");
+  // AMX only where the engine would use it (CPU, OS permission and the start-up self-check).
+  if (kernels::cpu_simd_level(&why) == kernels::SimdLevel::Amx && kernels::amx_matmul_usable(&why))
+    levels.push_back("amx");
   else std::printf("skipped level amx: %s\n", why.c_str());
   return levels;
 }

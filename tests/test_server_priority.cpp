@@ -54,9 +54,11 @@ void wait_idle(int port) {
   EXPECT_EQ(m["ubatch_kv_blocks_used"], 0);
 }
 
-class ServerPriority : public ServedDefault {
+// One default-model server per suite, with n_parallel slots.
+template <int NParallel>
+class ServedSuite : public ServedDefault {
  protected:
-  static void SetUpTestSuite() { served_ = start(2).release(); }
+  static void SetUpTestSuite() { served_ = start(NParallel).release(); }
   static void TearDownTestSuite() {
     delete served_;
     served_ = nullptr;
@@ -66,9 +68,9 @@ class ServerPriority : public ServedDefault {
     ASSERT_NE(served_, nullptr);
   }
   static int port() { return served_->port; }
-  static ServedModel* served_;
+  static inline ServedModel* served_ = nullptr;
 };
-ServedModel* ServerPriority::served_ = nullptr;
+class ServerPriority : public ServedSuite<2> {};
 
 TEST_F(ServerPriority, AnUrgentRequestOvertakesTwoLongStreams) {
   // Issue 11, scenario 1: --n-parallel 2, two long priority-0 streams, then a priority-10
@@ -162,21 +164,7 @@ TEST_F(ServerPriority, PreemptedStreamsKeepTheirExactText) {
   wait_idle(port());
 }
 
-class ServerDeadlines : public ServedDefault {
- protected:
-  static void SetUpTestSuite() { served_ = start(1).release(); }
-  static void TearDownTestSuite() {
-    delete served_;
-    served_ = nullptr;
-  }
-  void SetUp() override {
-    UBATCH_REQUIRE_DEFAULT_MODEL();
-    ASSERT_NE(served_, nullptr);
-  }
-  static int port() { return served_->port; }
-  static ServedModel* served_;
-};
-ServedModel* ServerDeadlines::served_ = nullptr;
+class ServerDeadlines : public ServedSuite<1> {};
 
 const json kShort = {{"prompt", "The capital of France is"}, {"max_tokens", 8}, {"temperature", 0}};
 

@@ -39,9 +39,17 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
 void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base, float freq_scale,
           RopeStyle style) {
   if (n_rot <= 0) return;
-  std::vector<float> c(static_cast<size_t>(n_rot / 2)), s(c.size());
-  kernels::rope_angles(pos, n_rot, base, freq_scale, c.data(), s.data());
-  kernels::rope_apply(x, n_head, head_dim, n_rot, c.data(), s.data(), style);
+  constexpr int kStack = 512;  // angles on the stack for n_rot <= 1024 (no allocation per row)
+  float cs[2 * kStack];
+  std::vector<float> heap;
+  float* c = cs;
+  if (n_rot / 2 > kStack) {
+    heap.resize(static_cast<size_t>(n_rot));
+    c = heap.data();
+  }
+  float* s = c + n_rot / 2;
+  kernels::rope_angles(pos, n_rot, base, freq_scale, c, s);
+  kernels::rope_apply(x, n_head, head_dim, n_rot, c, s, style);
 }
 
 void softmax(float* x, int64_t n) { simd16::softmax_row<scalar::Simd16>(x, n); }

@@ -211,7 +211,8 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
 
   // RoPE angles of every token, once per forward for each base (global, sliding-window).
   const int64_t n_half = hp.n_rot / 2;
-  for (int b = 0; b < 2; ++b) {
+  const bool any_swa = std::find(hp.layer_is_swa.begin(), hp.layer_is_swa.end(), true) != hp.layer_is_swa.end();
+  for (int b = 0; b < (any_swa ? 2 : 1); ++b) {
     grow(rope_cos_[b], T * n_half);
     grow(rope_sin_[b], T * n_half);
     const float base = b == 1 ? hp.rope_base_swa : hp.rope_base;
