@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs and builds (scripts/setup.sh
 # --no-run), runs every test with CTest, then builds the file-parser and packed-kernel tests
-# under AddressSanitizer + UBSan and runs them too.
+# under AddressSanitizer + UBSan and the scheduler/engine tests under ThreadSanitizer, and
+# runs them too.
 # Tests that need ../shared/reference skip visibly where it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +17,12 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUBATCH_SANITIZE=ON 
 cmake --build build-asan --target test_gguf test_gguf_hostile test_kernels_gemm
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed'
+echo "== scheduler and engine tests under ThreadSanitizer"
+TSAN_TARGETS=(test_sched_engine test_sched_scheduler test_sched_preemption test_sched_deadlines)
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUBATCH_TSAN=ON >/dev/null
+cmake --build build-tsan --target "${TSAN_TARGETS[@]}"
+# halt_on_error: any report fails the test that produced it.
+for t in "${TSAN_TARGETS[@]}"; do
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "build-tsan/tests/$t" --gtest_brief=1
+done
 echo "== all tests passed"
