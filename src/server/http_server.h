@@ -43,6 +43,7 @@ struct ServerConfig {
   std::string chat_template;       // "" : the model's template, else a family guessed from its vocabulary
   SamplingParams sampling;         // defaults for the sampling fields a request leaves out
   bool random_seed = true;         // a request without "seed" gets a random one (false: sampling.seed)
+  bool parse_special = true;       // /v1/completions text prompts: special-token text becomes special tokens
 };
 
 class HttpServer {

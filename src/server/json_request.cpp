@@ -123,7 +123,8 @@ bool as_id_list(const json& arr, std::vector<int32_t>& ids) {
   return true;
 }
 
-std::optional<ApiError> parse_prompt(const json& body, const Tokenizer& tok, int32_t n_vocab, ParsedRequest& out) {
+std::optional<ApiError> parse_prompt(const json& body, const Tokenizer& tok, int32_t n_vocab, bool parse_special,
+                                     ParsedRequest& out) {
   const json* p = field(body, "prompt");
   if (!p) return invalid_request("'prompt' is required", "prompt", "missing_required_parameter");
   const char* shape = "'prompt' must be a string, an array of token ids, or a list of one of those";
@@ -153,7 +154,7 @@ std::optional<ApiError> parse_prompt(const json& body, const Tokenizer& tok, int
   }
   if (is_text) {
     if (out.prompt_text.empty()) return invalid_request("'prompt' is empty", "prompt", "empty_prompt");
-    ids = tok.tokenize(out.prompt_text, tok.add_bos_default(), true);
+    ids = tok.tokenize(out.prompt_text, tok.add_bos_default(), parse_special);
   }
   UBATCH_TRY(check_ids(ids, n_vocab, "prompt"));
   if (ids.empty()) return invalid_request("'prompt' is empty", "prompt", "empty_prompt");
@@ -175,8 +176,7 @@ std::optional<ApiError> parse_messages(const json& body, const Tokenizer& tok, c
     if (!role || !role->is_string())
       return invalid_request(where + ".role must be a string", "messages", "invalid_type");
     ChatMessage cm;
-    cm.role = role->get<std::string>();
-    if (cm.role == "developer") cm.role = "system";  // the OpenAI API's newer name for it
+    cm.role = role->get<std::string>();  // checked by render_chat ("developer" reads as "system")
     const json* content = field(msg, "content");
     if (!content) {
       // null content (e.g. an assistant turn that only called tools): empty text.
@@ -192,6 +192,7 @@ std::optional<ApiError> parse_messages(const json& body, const Tokenizer& tok, c
                                              "supported",
                                              where, k),
                                  "messages");
+        if (k > 0) cm.content += '\n';  // text parts are joined by a newline (docs/API.md, "Chat rendering")
         cm.content += text->get<std::string>();
       }
     } else {
@@ -200,10 +201,11 @@ std::optional<ApiError> parse_messages(const json& body, const Tokenizer& tok, c
     }
     messages.push_back(std::move(cm));
   }
-  Result<std::string> text = apply_chat_template(chat_template, messages, true);
-  if (!text) return invalid_request("'messages': " + text.message(), "messages");
-  out.prompt_text = std::move(text.value());
-  out.request.prompt = tok.tokenize(out.prompt_text, tok.add_bos_default(), true);
+  // Only the template's markup is parsed for special tokens; message content is plain text.
+  Result<SegmentedText> rendered = render_chat(chat_template, messages, true);
+  if (!rendered) return invalid_request("'messages': " + rendered.message(), "messages");
+  out.request.prompt = tok.tokenize(*rendered, tok.add_bos_default());
+  out.prompt_text = std::move(rendered->text);
   if (out.request.prompt.empty()) return invalid_request("'messages' render to an empty prompt", "messages", "empty_prompt");
   return std::nullopt;
 }
@@ -453,7 +455,7 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
   UBATCH_TRY(parse_logprobs(body, endpoint, out));
 
   if (endpoint == Endpoint::Completions) {
-    UBATCH_TRY(parse_prompt(body, tokenizer, limits.n_vocab, out));
+    UBATCH_TRY(parse_prompt(body, tokenizer, limits.n_vocab, limits.parse_special, out));
   } else {
     UBATCH_TRY(parse_messages(body, tokenizer, chat_template, out));
   }

@@ -3,8 +3,10 @@
 // listed in docs/API.md; unknown fields are ignored, null means "absent".
 //
 // The prompt is tokenized here (so its length is known before the engine sees it): text
-// with BOS per the model (`add_bos_default`) and special tokens parsed; chat messages are
-// rendered with the chat template first (apply_chat_template, generation prompt opened).
+// with BOS per the model (`add_bos_default`) and special tokens parsed unless
+// RequestLimits::parse_special is off; chat messages are rendered with the chat template
+// (render_chat, generation prompt opened) and only the template's markup is parsed for
+// special tokens — message content is always plain text.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,7 @@ struct RequestLimits {
   int32_t max_n = 16;
   SamplingParams defaults;     // sampling for fields the request leaves out
   bool random_seed = true;     // no "seed" in the request: a random one (else defaults.seed)
+  bool parse_special = true;   // /v1/completions text prompts: special-token text becomes special tokens
 };
 
 struct ParsedRequest {

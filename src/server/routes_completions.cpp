@@ -263,6 +263,7 @@ void handle(ServerState& state, Endpoint endpoint, const httplib::Request& req, 
   limits.max_n = state.config.max_n;
   limits.defaults = state.config.sampling;
   limits.random_seed = state.config.random_seed;
+  limits.parse_special = state.config.parse_special;
   ParsedRequest parsed;
   if (auto e = parse_completion_request(body, endpoint, *b->tokenizer, b->chat_template, limits, parsed))
     return send_error(res, *e);

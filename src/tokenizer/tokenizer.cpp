@@ -2,7 +2,9 @@
 // SPM / BPE dispatch, and decoding of pieces.
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <optional>
+#include <span>
 
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
@@ -54,34 +56,12 @@ class VocabTokenizer final : public Tokenizer {
 
   std::vector<int32_t> tokenize(std::string_view text, bool add_bos,
                                 bool parse_special) const override {
-    std::vector<int32_t> out;
-    out.reserve(text.size() / 3 + 2);
-    if (add_bos && vocab_->bos >= 0) out.push_back(vocab_->bos);
+    const SegmentedText::Segment whole{text.size(), parse_special};
+    return tokenize_segments(text, std::span(&whole, 1), add_bos);
+  }
 
-    const tokenizer::SpecialTokenTrie& trie = parse_special ? vocab_->special : vocab_->user_defined;
-    const bool* first = parse_special ? special_first_ : user_defined_first_;
-    bool after_special = true;  // SPM: the space prefix goes on text at the start or after a special token
-    size_t raw_start = 0;
-    for (size_t i = 0; i < text.size();) {
-      if (!first[static_cast<uint8_t>(text[i])]) {
-        ++i;
-        continue;
-      }
-      const tokenizer::SpecialTokenTrie::Match m = trie.longest_prefix(text.substr(i));
-      if (m.id < 0) {
-        ++i;
-        continue;
-      }
-      if (i > raw_start) {
-        tokenize_raw(text.substr(raw_start, i - raw_start), after_special, out);
-      }
-      out.push_back(m.id);
-      after_special = true;
-      i += m.len;
-      raw_start = i;
-    }
-    if (raw_start < text.size()) tokenize_raw(text.substr(raw_start), after_special, out);
-    return out;
+  std::vector<int32_t> tokenize(const SegmentedText& text, bool add_bos) const override {
+    return tokenize_segments(text.text, text.segments, add_bos);
   }
 
   std::string token_to_piece(int32_t id, bool special) const override {
@@ -109,6 +89,46 @@ class VocabTokenizer final : public Tokenizer {
   }
 
  private:
+  // Special (or, outside parse_special segments, user-defined) tokens are matched inside one
+  // segment; the plain text between matches runs across segment boundaries. Bytes past the
+  // last segment (segments not covering `text`) count as plain text without parse_special.
+  std::vector<int32_t> tokenize_segments(std::string_view text, std::span<const SegmentedText::Segment> segments,
+                                         bool add_bos) const {
+    std::vector<int32_t> out;
+    out.reserve(text.size() / 3 + 2);
+    if (add_bos && vocab_->bos >= 0) out.push_back(vocab_->bos);
+
+    bool after_special = true;  // SPM: the space prefix goes on text at the start or after a special token
+    size_t raw_start = 0;
+    size_t seg_begin = 0;
+    for (size_t k = 0; k <= segments.size() && seg_begin < text.size(); ++k) {
+      const size_t seg_end = k < segments.size() ? std::min(segments[k].end, text.size()) : text.size();
+      if (seg_end <= seg_begin) continue;
+      const bool parse_special = k < segments.size() && segments[k].parse_special;
+      const tokenizer::SpecialTokenTrie& trie = parse_special ? vocab_->special : vocab_->user_defined;
+      const bool* first = parse_special ? special_first_ : user_defined_first_;
+      for (size_t i = seg_begin; i < seg_end;) {
+        if (!first[static_cast<uint8_t>(text[i])]) {
+          ++i;
+          continue;
+        }
+        const tokenizer::SpecialTokenTrie::Match m = trie.longest_prefix(text.substr(i, seg_end - i));
+        if (m.id < 0) {
+          ++i;
+          continue;
+        }
+        if (i > raw_start) tokenize_raw(text.substr(raw_start, i - raw_start), after_special, out);
+        out.push_back(m.id);
+        after_special = true;
+        i += m.len;
+        raw_start = i;
+      }
+      seg_begin = seg_end;
+    }
+    if (raw_start < text.size()) tokenize_raw(text.substr(raw_start), after_special, out);
+    return out;
+  }
+
   // Text between special tokens.
   void tokenize_raw(std::string_view raw, bool after_special, std::vector<int32_t>& out) const {
     if (vocab_->kind == VocabKind::SPM) {

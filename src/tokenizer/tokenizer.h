@@ -22,6 +22,7 @@
 
 #include "common/status.h"
 #include "gguf/gguf.h"
+#include "tokenizer/segmented_text.h"
 
 namespace ubatch {
 
@@ -56,6 +57,15 @@ class Tokenizer {
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_bos,
                                         bool parse_special) const = 0;
 
+  // Text in segments → ids: control tokens are recognised only inside segments with
+  // parse_special, and special-token text (control or user-defined) is matched only when it
+  // lies inside one segment (so a segment's text can never complete or cut a token of its
+  // neighbour). Plain text between matched tokens is tokenized as one run across segment
+  // boundaries (its segmentation never yields control tokens), so the ids equal
+  // tokenize(text.text, add_bos, true) whenever the plain-text segments hold no
+  // special-token text and no special-token text straddles a boundary.
+  virtual std::vector<int32_t> tokenize(const SegmentedText& text, bool add_bos) const = 0;
+
   // Bytes one token stands for (may be part of a UTF-8 character). Control tokens render as
   // their text only when `special`; otherwise as "". Unknown-type tokens render as U+FFFD
   // unless `special`. Out-of-range ids give "".
@@ -85,34 +95,7 @@ class Utf8StreamDecoder {
   std::string pending_;
 };
 
-// Chat formatting for `--chat` and /v1/chat/completions.
-struct ChatMessage {
-  std::string role;     // "system", "user", "assistant"
-  std::string content;
-};
-
-// Renders messages in the model's turn format, chosen by recognising the family of the
-// GGUF chat template (Gemma `<start_of_turn>`, LLaMA 3 `<|start_header_id|>`, ChatML
-// `<|im_start|>`, LLaMA 2 `[INST]`, Phi-3 `<|user|>`); add_generation_prompt opens the
-// assistant turn. Errors: a template of no known family (the message names it).
-// chat_template may also be a family name: "gemma" (also "gemma2", "gemma3"), "llama3",
-// "chatml", "llama2", "phi3" — for models whose GGUF carries no template (the Gemma 3 270M
-// default model has none: pass "gemma" there).
-// The output has no BOS: tokenize it with add_bos = add_bos_default() and parse_special =
-// true. Formats (content inserted verbatim unless noted):
-//   gemma   "<start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n" (system folded into the first
-//           user turn; content trimmed; assistant role is "model"); prompt
-//           "<start_of_turn>model\n"
-//   llama3  "<|start_header_id|>{role}<|end_header_id|>\n\n{content trimmed}<|eot_id|>"; prompt
-//           "<|start_header_id|>assistant<|end_header_id|>\n\n"
-//   chatml  "<|im_start|>{role}\n{content}<|im_end|>\n"; prompt "<|im_start|>assistant\n"
-//   llama2  "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] …"
-//           (content trimmed; the prompt is the trailing " [/INST]" itself)
-//   phi3    "<|{role}|>\n{content}<|end|>\n"; prompt "<|assistant|>\n"
-// Roles other than system/user/assistant are an error except for llama3 and chatml, which
-// carry any role name.
-Result<std::string> apply_chat_template(const std::string& chat_template,
-                                        const std::vector<ChatMessage>& messages,
-                                        bool add_generation_prompt);
-
 }  // namespace ubatch
+
+// Chat formatting (ChatMessage, render_chat, apply_chat_template).
+#include "tokenizer/chat_template.h"  // IWYU pragma: export

@@ -30,15 +30,16 @@ int run_generate(const RunOptions& o) {
   Context& ctx = *loaded->context;
   const Tokenizer& tok = *loaded->tokenizer;
 
-  std::string text = o.prompt;
-  bool parse_special = false;
+  // The prompt is plain text; --chat wraps it in the model's turn format, whose markup alone
+  // becomes special tokens.
+  SegmentedText text;
+  text.content(o.prompt);
   if (o.chat) {
-    Result<std::string> chat = apply_chat_template(chat_template_for(*loaded->model, tok), {{"user", o.prompt}}, true);
+    Result<SegmentedText> chat = render_chat(chat_template_for(*loaded->model, tok), {{"user", o.prompt}}, true);
     if (!chat) return fmt::print(stderr, "error: --chat: {}\n", chat.message()), 1;
-    text = chat.value();
-    parse_special = true;
+    text = std::move(chat.value());
   }
-  std::vector<int32_t> prompt = tok.tokenize(text, tok.add_bos_default() && !o.no_bos, parse_special);
+  std::vector<int32_t> prompt = tok.tokenize(text, tok.add_bos_default() && !o.no_bos);
   if (prompt.empty()) return fmt::print(stderr, "error: the prompt is empty\n"), 1;
   const int64_t need = static_cast<int64_t>(prompt.size()) + std::max(o.n_predict, 0);
   if (need > ctx.kv().n_cells())

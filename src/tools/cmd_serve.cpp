@@ -130,6 +130,9 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_option("--max-tokens", s.max_tokens_cap, "most tokens (max_tokens) per sample")->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   sub.add_flag("--log-prompts", s.log_prompts, "log prompt text (off: only ids and token counts)");
+  sub.add_flag_callback("--no-parse-special", [&s] { s.parse_special = false; },
+               "tokenize /v1/completions text prompts as plain text: special-token text such as "
+               "<start_of_turn> stays text (chat content is always plain text)");
   sub.add_option("--http-threads", s.http_threads,
                  "HTTP threads, one per open connection (0: n_parallel + max_queue + 4)")
       ->check(CLI::Range(0, 4096));
