@@ -1,17 +1,15 @@
-// libFuzzer entry for the GGUF reader (not part of the default build).
+// libFuzzer entry for the GGUF reader (built with -DUBATCH_FUZZ=ON; docs/FUZZING.md).
 //
 // Each input is parsed as a GGUF image; an accepted image has every accessor exercised (typed
 // getters, array elements, formatting, tensor data read byte by byte), so ASan/UBSan see any
 // out-of-bounds read or undefined arithmetic the validation let through.
 //
-// Build and run (from the repository root; clang with libFuzzer):
-//   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Isrc \
-//     fuzz/gguf_fuzz.cpp src/gguf/gguf.cpp src/gguf/gguf_writer.cpp src/common/tensor_type.cpp \
-//     -lfmt -o /tmp/gguf_fuzz
-//   mkdir -p /tmp/gguf_corpus && cp ../shared/reference/tokenizer/*.gguf /tmp/gguf_corpus/  # optional seeds
-//   /tmp/gguf_fuzz -max_len=65536 -max_total_time=300 /tmp/gguf_corpus
-// With an empty corpus directory, the first run seeds it with a small synthetic file that uses
-// every value type (see seed() below).
+// Build and run (from the repository root): scripts/fuzz.sh --seconds 300 gguf_fuzz, or by hand
+//   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DUBATCH_FUZZ=ON -DUBATCH_BUILD_TESTS=OFF
+//   cmake --build build-fuzz --target gguf_fuzz
+//   build-fuzz/fuzz/gguf_fuzz -max_len=65536 -max_total_time=300 build-fuzz/corpus/gguf_fuzz fuzz/corpus/gguf_fuzz
+// The seed corpus (fuzz/corpus/gguf_fuzz/small.gguf) uses every value type; an empty input is
+// also replaced by a synthetic seed of the same kind (see seed() below).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

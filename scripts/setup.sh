@@ -20,7 +20,10 @@ done
 
 PACKAGES=(build-essential cmake ninja-build pkg-config python3 python3-pip
   libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev
-  libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev)
+  libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3-yaml clang libclang-rt-dev)
+# python3-yaml: docs/openapi.yaml → the /openapi.json the server embeds (build step).
+# clang + libclang-rt-dev: the libFuzzer targets (scripts/fuzz.sh, docs/FUZZING.md).
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -31,7 +34,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=900 "${missing[@]}"
 fi
 
 MODEL="$ROOT/models/gemma-3-270m-q4_k_m.gguf"

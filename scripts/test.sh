@@ -2,7 +2,7 @@
 # Runs the whole test suite on a fresh machine: installs and builds (scripts/setup.sh
 # --no-run), runs every test with CTest, then builds the file-parser and packed-kernel tests
 # under AddressSanitizer + UBSan and the scheduler/engine tests under ThreadSanitizer, and
-# runs them too.
+# runs them too; then a short smoke run of every fuzz target (scripts/fuzz.sh).
 # Tests that need ../shared/reference skip visibly where it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +25,6 @@ cmake --build build-tsan --target "${TSAN_TARGETS[@]}"
 for t in "${TSAN_TARGETS[@]}"; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "build-tsan/tests/$t" --gtest_brief=1
 done
+echo "== fuzz smoke: every libFuzzer target for 20 s (docs/FUZZING.md; skips visibly without clang)"
+bash scripts/fuzz.sh --seconds 20
 echo "== all tests passed"

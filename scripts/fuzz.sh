@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of fuzz/ with clang (build-fuzz/, -DUBATCH_FUZZ=ON) and runs
+# each for a fixed time on its seed corpus (fuzz/corpus/<target>/, read only; new inputs go
+# to build-fuzz/corpus/<target>/, kept between runs). A finding stops with the reproducer's
+# path (build-fuzz/findings/) and a non-zero exit. docs/FUZZING.md has the long runs.
+# Usage: scripts/fuzz.sh [--seconds N] [target_fuzz ...]   (default: 20 s, every target)
+# Skips visibly (exit 0) when clang cannot build a libFuzzer binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+SECONDS_PER_TARGET=20
+TARGETS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) SECONDS_PER_TARGET=$2; shift 2 ;;
+    *_fuzz) TARGETS+=("$1"); shift ;;
+    *) echo "usage: $0 [--seconds N] [target_fuzz ...]" >&2; exit 2 ;;
+  esac
+done
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(gguf_fuzz tokenizer_fuzz chat_fuzz json_request_fuzz sse_fuzz)
+
+CXX_FUZZ=""
+for c in clang++ clang++-14; do
+  if command -v "$c" >/dev/null 2>&1; then CXX_FUZZ=$(command -v "$c"); break; fi
+done
+probe_dir=$(mktemp -d)
+trap 'rm -rf "$probe_dir"' EXIT
+printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' > "$probe_dir/p.cpp"
+if [ -z "$CXX_FUZZ" ] || ! "$CXX_FUZZ" -fsanitize=fuzzer,address,undefined "$probe_dir/p.cpp" -o "$probe_dir/p" 2>"$probe_dir/err"; then
+  echo "== SKIPPED: fuzz smoke — clang cannot build a libFuzzer binary here (${CXX_FUZZ:-no clang++ found}):"
+  sed 's/^/   /' "$probe_dir/err" 2>/dev/null | head -5 || true
+  echo "   install clang and libclang-rt-dev (scripts/setup.sh does)"
+  exit 0
+fi
+
+echo "== building fuzz targets with $CXX_FUZZ (build-fuzz/)"
+CXX="$CXX_FUZZ" cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUBATCH_FUZZ=ON \
+  -DUBATCH_BUILD_TESTS=OFF >/dev/null
+cmake --build build-fuzz --target "${TARGETS[@]}"
+
+mkdir -p build-fuzz/findings
+status=0
+for t in "${TARGETS[@]}"; do
+  work="build-fuzz/corpus/$t"
+  mkdir -p "$work"
+  args=(-max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1
+        -artifact_prefix="$ROOT/build-fuzz/findings/$t-")
+  [ -f "fuzz/$t.dict" ] && args+=(-dict="fuzz/$t.dict")
+  [ "$t" = gguf_fuzz ] && args+=(-max_len=65536)
+  log="build-fuzz/$t.log"
+  echo "== $t: ${SECONDS_PER_TARGET} s"
+  if UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
+      "build-fuzz/fuzz/$t" "${args[@]}" "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
+    runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo "?")
+    echo "   ok: $runs executions, corpus $(ls "$work" | wc -l) inputs"
+  else
+    status=1
+    echo "   FINDING in $t (log: $log):"
+    grep -E 'fuzz check failed|ERROR: |SUMMARY: |Test unit written' "$log" | head -8 | sed 's/^/   /'
+  fi
+done
+exit $status
