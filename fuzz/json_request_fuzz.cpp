@@ -1,7 +1,7 @@
 // libFuzzer target: the request parser and validator of the server
 // (src/server/json_request.cpp): body bytes → JSON → sched::Request, for /v1/completions and
 // /v1/chat/completions, with the default model's vocabulary (fuzz_tokenizer.h) and the
-// Gemma chat format. Build and run: docs/FUZZING.md; the dictionary fuzz/json_request.dict
+// Gemma chat format. Build and run: docs/FUZZING.md; the dictionary fuzz/json_request_fuzz.dict
 // names the fields.
 //
 // Checks, for every input:
