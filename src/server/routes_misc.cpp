@@ -5,6 +5,7 @@
 #include "sched/engine.h"
 #include "server/errors.h"
 #include "server/json_request.h"
+#include "server/openapi.h"
 #include "server/prometheus.h"
 #include "tokenizer/tokenizer.h"
 
@@ -129,6 +130,9 @@ void register_misc_routes(httplib::Server& http, ServerState& state, int64_t sta
   http.Get("/v1/models", list);
   http.Get("/models", list);
   http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) { metrics(state, res); });
+  http.Get("/openapi.json", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(openapi_json()), "application/json");
+  });
   http.Post("/tokenize", [&state](const httplib::Request& req, httplib::Response& res) { tokenize(state, req, res); });
   http.Post("/detokenize",
             [&state](const httplib::Request& req, httplib::Response& res) { detokenize(state, req, res); });
