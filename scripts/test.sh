@@ -12,11 +12,11 @@ JOBS=$(nproc)
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-echo "== hostile-input and packed-kernel tests under AddressSanitizer + UBSan"
+echo "== hostile-input, chat-rendering and packed-kernel tests under AddressSanitizer + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUBATCH_SANITIZE=ON >/dev/null
-cmake --build build-asan --target test_gguf test_gguf_hostile test_kernels_gemm
+cmake --build build-asan --target test_gguf test_gguf_hostile test_kernels_gemm test_tokenizer_chat test_tokenizer_segments
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed'
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented'
 echo "== scheduler and engine tests under ThreadSanitizer"
 TSAN_TARGETS=(test_sched_engine test_sched_scheduler test_sched_preemption test_sched_deadlines)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUBATCH_TSAN=ON >/dev/null
