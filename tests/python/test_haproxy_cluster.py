@@ -10,8 +10,11 @@ Scenarios (--scenario):
             hang), requests sent after the kill are all answered (refused connections are
             retried on the other replica), prefixes of the surviving replica stay there, and the
             balancer marks the dead one DOWN.
-  failover  2 replicas of the default model (slow enough that requests are surely in flight):
-            a replica is killed while two streams and one non-streaming request run on it. The
+  failover  2 replicas of the default model (slow enough that requests are surely in flight).
+            Saturation: with a replica's slots and queue filled directly, its /health says 503
+            "saturated", a request for its prefix is refused there and replayed on the other
+            replica, the balancer takes it out and brings it back (with its keys) once it has
+            room. Then a replica is killed while two streams and one non-streaming request run on it. The
             streams end at once with a cut stream (no [DONE]), the non-streaming request — no
             byte of it answered yet — is replayed on the other replica and answered 200.
   drain     2 replicas of the default model, when `ubatch serve` drains on SIGTERM
@@ -28,6 +31,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -336,6 +340,15 @@ def wait_metric(port, name, value, timeout_s=60):
     return False
 
 
+def raw_post(port, path, body):
+    """Sends a request on a socket and leaves it open (closing it cancels the request)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    data = json.dumps(body).encode()
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+    return sock
+
+
 def scenario_failover(args, run_dir):
     cluster = default_model_cluster(args, run_dir)
     if cluster is None:
@@ -343,6 +356,36 @@ def scenario_failover(args, run_dir):
     try:
         victim, survivor = place_on_one_replica(cluster)
         vport = cluster.replica_port(victim)
+
+        # 1. Saturation: fill the victim's slots (2) and admission queue (4) directly, past the
+        # balancer. A request for its prefix is refused there (503) and replayed on the other
+        # replica; the health check takes the victim out until it has room again, then its
+        # keys come back to it.
+        direct = [raw_post(vport, "/v1/completions", dict(long_body(1500), stream=True)) for _ in range(2)]
+        check(wait_metric(vport, "ubatch_requests_running", 2), "the victim's slots never filled")
+        direct += [raw_post(vport, "/v1/completions", dict(long_body(1500), stream=True)) for _ in range(4)]
+        check(wait_metric(vport, "ubatch_requests_queued", 4), "the victim's queue never filled")
+        status, body = get(vport, "/health")
+        check(status == 503 and '"saturated"' in body, f"/health of a full replica: {status} {body}")
+        status, headers, reply = post(cluster.port, "/v1/completions", long_body(2))
+        check(status == 200, f"request for a saturated replica's prefix: {status} {reply}")
+        check(headers.get("x-served-by") == survivor, f"answered by {headers.get('x-served-by')}")
+        check(cluster.wait_status(victim, "DOWN"), f"{victim} not taken out while saturated")
+        log(f"{victim} saturated: /health 503, its prefix answered by {survivor}, {victim} DOWN")
+        for sock in direct:
+            sock.close()
+        check(cluster.wait_status(victim, "UP"), f"{victim} not back UP once it had room")
+        status, headers, _ = post(cluster.port, "/v1/completions", long_body(2))
+        check(status == 200 and headers.get("x-served-by") == victim, f"prefix not back on {victim}: {headers}")
+        log(f"{victim} back UP, its prefix back on it")
+        check(wait_metric(vport, "ubatch_requests_finished_total", 8), "the direct requests did not end")
+
+        # 2. kill -9 with requests in flight.
+        submitted = 0
+        status, text = get(vport, "/metrics")
+        for line in text.splitlines():
+            if line.startswith("ubatch_requests_submitted_total "):
+                submitted = float(line.split()[1])
         streams = [Stream(cluster.port, "/v1/completions", long_body(1500)) for _ in range(2)]
         for s in streams:
             check(s.served_by == victim, f"stream served by {s.served_by}, not {victim}")
@@ -353,7 +396,8 @@ def scenario_failover(args, run_dir):
         t = threading.Thread(target=lambda: pending.update(
             zip(("status", "headers", "body"), post(cluster.port, "/v1/completions", long_body(8)))), daemon=True)
         t.start()
-        check(wait_metric(vport, "ubatch_requests_submitted_total", 4), "the third request never reached the replica")
+        check(wait_metric(vport, "ubatch_requests_submitted_total", submitted + 3),
+              "the third request never reached the replica")
         killed_at = time.monotonic()
         cluster.signal(victim, "KILL")
         for s in streams:
