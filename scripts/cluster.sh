@@ -211,7 +211,7 @@ EOF
 import json, sys
 run, n = sys.argv[1], int(sys.argv[2])
 ports = [open(f"{run}/replica-{i}.port").read().strip() for i in range(1, n + 1)]
-print(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports], "labels": {"job": "ubatch"}}], indent=2))
+print(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports], "labels": {"cluster": run}}], indent=2))
 EOF
   echo "cluster: $REPLICAS replica(s) of $(basename "$MODEL") (--threads $THREADS --n-parallel $N_PARALLEL" \
        "--max-queue $MAX_QUEUE; maxconn $maxconn), affinity $AFFINITY"
