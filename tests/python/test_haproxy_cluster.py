@@ -329,13 +329,16 @@ def place_on_one_replica(cluster):
     return victim, ("r2" if victim == "r1" else "r1")
 
 
-def wait_metric(port, name, value, timeout_s=60):
+def wait_metric(port, name, value, timeout_s=60, at_most=False):
+    """Polls the replica's /metrics until `name` >= value (<= value with at_most)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         status, text = get(port, "/metrics")
         for line in text.splitlines():
-            if line.startswith(name + " ") and float(line.split()[1]) >= value:
-                return True
+            if line.startswith(name + " "):
+                v = float(line.split()[1])
+                if (v <= value) if at_most else (v >= value):
+                    return True
         time.sleep(0.05)
     return False
 
@@ -363,10 +366,22 @@ def scenario_failover(args, run_dir):
         # keys come back to it.
         direct = [raw_post(vport, "/v1/completions", dict(long_body(1500), stream=True)) for _ in range(2)]
         check(wait_metric(vport, "ubatch_requests_running", 2), "the victim's slots never filled")
-        direct += [raw_post(vport, "/v1/completions", dict(long_body(1500), stream=True)) for _ in range(4)]
-        check(wait_metric(vport, "ubatch_requests_queued", 4), "the victim's queue never filled")
-        status, body = get(vport, "/health")
+        # Then waiting requests, one at a time, until /health says saturated (the server counts
+        # a request admitted during the current step as waiting until the step ends, so the
+        # queue may fill one request early).
+        status, body = 200, ""
+        for _ in range(8):
+            direct.append(raw_post(vport, "/v1/completions", dict(long_body(1500), stream=True)))
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:
+                status, body = get(vport, "/health")
+                if status != 200:
+                    break
+                time.sleep(0.05)
+            if status != 200:
+                break
         check(status == 503 and '"saturated"' in body, f"/health of a full replica: {status} {body}")
+        check(wait_metric(vport, "ubatch_requests_queued", 3), "the victim's queue never filled")
         status, headers, reply = post(cluster.port, "/v1/completions", long_body(2))
         check(status == 200, f"request for a saturated replica's prefix: {status} {reply}")
         check(headers.get("x-served-by") == survivor, f"answered by {headers.get('x-served-by')}")
@@ -378,7 +393,8 @@ def scenario_failover(args, run_dir):
         status, headers, _ = post(cluster.port, "/v1/completions", long_body(2))
         check(status == 200 and headers.get("x-served-by") == victim, f"prefix not back on {victim}: {headers}")
         log(f"{victim} back UP, its prefix back on it")
-        check(wait_metric(vport, "ubatch_requests_finished_total", 8), "the direct requests did not end")
+        check(wait_metric(vport, "ubatch_requests_running", 0, at_most=True) and
+              wait_metric(vport, "ubatch_requests_queued", 0, at_most=True), "the direct requests did not end")
 
         # 2. kill -9 with requests in flight.
         submitted = 0
