@@ -156,13 +156,16 @@ start_cluster() {
   if [ -f "$RUN_DIR/haproxy.pid" ] || compgen -G "$RUN_DIR/replica-*.pid" >/dev/null; then
     die "a cluster is already running from $RUN_DIR (scripts/cluster.sh stop --run-dir $RUN_DIR)"
   fi
-  rm -f "$RUN_DIR"/replica-*.log "$RUN_DIR"/replica-*.port "$RUN_DIR/haproxy.log"
-  trap 'echo "cluster.sh: start failed; stopping what was started" >&2; stop_cluster' ERR
+  rm -f "$RUN_DIR"/replica-*.log "$RUN_DIR"/replica-*.port "$RUN_DIR/haproxy.log" "$RUN_DIR/cluster.env"
+  # Whatever ends the start early (die, a failing command), nothing it started keeps running.
+  STARTED=0
+  trap '[ "$STARTED" = 1 ] || { echo "cluster.sh: start failed; stopping what was started" >&2; GRACE=5 stop_cluster; }' EXIT
 
   local i port
   for i in $(seq 1 "$REPLICAS"); do
     port=0
     [ "$REPLICA_PORT" != 0 ] && port=$((REPLICA_PORT + i - 1))
+    : > "$RUN_DIR/replica-$i.log"  # exists before wait_replica reads it
     "$UBATCH" serve -m "$MODEL" --host 127.0.0.1 --port "$port" --threads "$THREADS" --n-parallel "$N_PARALLEL" \
       --max-queue "$MAX_QUEUE" --n-ctx "$N_CTX" --alias "$(basename "$MODEL" .gguf)" ${SERVE_EXTRA[@]+"${SERVE_EXTRA[@]}"} \
       </dev/null >"$RUN_DIR/replica-$i.log" 2>&1 &
@@ -170,8 +173,6 @@ start_cluster() {
   done
   for i in $(seq 1 "$REPLICAS"); do wait_replica "$i"; done
 
-  [ "$LB_PORT" = 0 ] && LB_PORT=$(free_port)
-  [ "$STATS_PORT" = 0 ] && STATS_PORT=$(free_port)
   # The config with this cluster's server lines (and, affinity off, least connections).
   local maxconn=$((N_PARALLEL + MAX_QUEUE)) servers=""
   for i in $(seq 1 "$REPLICAS"); do
@@ -188,18 +189,32 @@ if os.environ["AFFINITY"] == "off":
     assert n == 1, "balance line not found"
 open(sys.argv[2], "w").write(text)
 EOF
-  export UBATCH_LB_BIND="127.0.0.1:$LB_PORT" UBATCH_LB_STATS_BIND="127.0.0.1:$STATS_PORT"
-  export UBATCH_AFFINITY_BYTES="$AFFINITY_BYTES"
-  haproxy -c -q -f "$RUN_DIR/haproxy.cfg" || die "rendered config is invalid: $RUN_DIR/haproxy.cfg"
-  haproxy -db -f "$RUN_DIR/haproxy.cfg" </dev/null >"$RUN_DIR/haproxy.log" 2>&1 &
-  echo $! > "$RUN_DIR/haproxy.pid"
-  local deadline=$((SECONDS + 30))
-  until [ "$(http_status "http://127.0.0.1:$STATS_PORT/stats")" = 200 ]; do
-    alive "$(cat "$RUN_DIR/haproxy.pid")" || { cat "$RUN_DIR/haproxy.log" >&2; die "haproxy exited (log above)"; }
-    [ $SECONDS -lt $deadline ] || die "haproxy's stats page did not answer in 30s"
-    sleep 0.1
+  # Free ports (0) are picked here and bound by HAProxy a moment later: if another process
+  # took one meanwhile, pick again (three tries).
+  local want_lb=$LB_PORT want_stats=$STATS_PORT attempt
+  for attempt in 1 2 3; do
+    [ "$want_lb" = 0 ] && LB_PORT=$(free_port)
+    [ "$want_stats" = 0 ] && STATS_PORT=$(free_port)
+    export UBATCH_LB_BIND="127.0.0.1:$LB_PORT" UBATCH_LB_STATS_BIND="127.0.0.1:$STATS_PORT"
+    export UBATCH_AFFINITY_BYTES="$AFFINITY_BYTES"
+    haproxy -c -q -f "$RUN_DIR/haproxy.cfg" || die "rendered config is invalid: $RUN_DIR/haproxy.cfg"
+    haproxy -db -f "$RUN_DIR/haproxy.cfg" </dev/null >"$RUN_DIR/haproxy.log" 2>&1 &
+    echo $! > "$RUN_DIR/haproxy.pid"
+    local deadline=$((SECONDS + 30)) up=0
+    while [ $SECONDS -lt $deadline ]; do
+      [ "$(http_status "http://127.0.0.1:$STATS_PORT/stats")" = 200 ] && { up=1; break; }
+      alive "$(cat "$RUN_DIR/haproxy.pid")" || break
+      sleep 0.1
+    done
+    [ $up = 1 ] && break
+    if ! alive "$(cat "$RUN_DIR/haproxy.pid")" && grep -q "cannot bind" "$RUN_DIR/haproxy.log" &&
+       { [ "$want_lb" = 0 ] || [ "$want_stats" = 0 ]; } && [ $attempt -lt 3 ]; then
+      continue
+    fi
+    cat "$RUN_DIR/haproxy.log" >&2
+    die "haproxy did not start (log above)"
   done
-  trap - ERR
+  STARTED=1
 
   {
     echo "LB_PORT=$LB_PORT"
