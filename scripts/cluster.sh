@@ -19,6 +19,7 @@
 #   --replica-port P     replicas on P, P+1, … [8081; 0: ports the replicas choose]
 #   --affinity on|off    on: prefix-affine consistent hashing; off: least connections [on]
 #   --affinity-bytes N   bytes of the prompt / first message hashed [256]
+#   --balance-factor F   hash-balance-factor: no replica above F% of the mean load (0: unbounded) [150]
 #   --run-dir DIR        pids, ports, logs, the rendered haproxy.cfg [build/cluster]
 #   --ubatch PATH        the ubatch binary [build/ubatch]
 #   --ready-timeout S    seconds to wait for every replica's /health [300]
@@ -31,6 +32,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 # GET http://127.0.0.1:PORT/PATH → prints the status code (000 when no answer), body to $2 if given.
 http_status() {
@@ -57,6 +59,7 @@ alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 
 cmd="${1:-}"
 [ -n "$cmd" ] && shift
+case "$cmd" in -h|--help|help) usage; exit 0 ;; esac
 RUN_DIR="$ROOT/build/cluster"
 REPLICAS=2
 MODEL="$ROOT/models/gemma-3-270m-q4_k_m.gguf"
@@ -69,6 +72,7 @@ STATS_PORT=8404
 REPLICA_PORT=8081
 AFFINITY=on
 AFFINITY_BYTES=256
+BALANCE_FACTOR=150
 UBATCH="$ROOT/build/ubatch"
 READY_TIMEOUT=300
 GRACE=60
@@ -87,12 +91,13 @@ while [ $# -gt 0 ]; do
     --replica-port) REPLICA_PORT="$2"; shift 2 ;;
     --affinity) AFFINITY="$2"; shift 2 ;;
     --affinity-bytes) AFFINITY_BYTES="$2"; shift 2 ;;
+    --balance-factor) BALANCE_FACTOR="$2"; shift 2 ;;
     --run-dir) RUN_DIR="$2"; shift 2 ;;
     --ubatch) UBATCH="$2"; shift 2 ;;
     --ready-timeout) READY_TIMEOUT="$2"; shift 2 ;;
     --grace) GRACE="$2"; shift 2 ;;
     --) shift; SERVE_EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -178,7 +183,7 @@ start_cluster() {
   for i in $(seq 1 "$REPLICAS"); do
     servers+="    server r$i 127.0.0.1:$(cat "$RUN_DIR/replica-$i.port") maxconn $maxconn"$'\n'
   done
-  SERVERS="$servers" AFFINITY="$AFFINITY" python3 - "$ROOT/deploy/haproxy/haproxy.cfg" "$RUN_DIR/haproxy.cfg" <<'EOF'
+  SERVERS="$servers" AFFINITY="$AFFINITY" BALANCE_FACTOR="$BALANCE_FACTOR" python3 - "$ROOT/deploy/haproxy/haproxy.cfg" "$RUN_DIR/haproxy.cfg" <<'EOF'
 import os, re, sys
 text = open(sys.argv[1]).read()
 begin, end = "    # servers: begin", "    # servers: end"
@@ -187,6 +192,8 @@ text = text[:a] + begin + " (rendered by scripts/cluster.sh)\n" + os.environ["SE
 if os.environ["AFFINITY"] == "off":
     text, n = re.subn(r"^    balance hash var\(txn\.affinity\)$", "    balance leastconn", text, flags=re.M)
     assert n == 1, "balance line not found"
+text, n = re.subn(r"^    hash-balance-factor \d+$", "    hash-balance-factor " + os.environ["BALANCE_FACTOR"], text, flags=re.M)
+assert n == 1, "hash-balance-factor line not found"
 open(sys.argv[2], "w").write(text)
 EOF
   # Free ports (0) are picked here and bound by HAProxy a moment later: if another process
@@ -229,7 +236,7 @@ ports = [open(f"{run}/replica-{i}.port").read().strip() for i in range(1, n + 1)
 print(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports], "labels": {"cluster": run}}], indent=2))
 EOF
   echo "cluster: $REPLICAS replica(s) of $(basename "$MODEL") (--threads $THREADS --n-parallel $N_PARALLEL" \
-       "--max-queue $MAX_QUEUE; maxconn $maxconn), affinity $AFFINITY"
+       "--max-queue $MAX_QUEUE; maxconn $maxconn), affinity $AFFINITY, hash-balance-factor $BALANCE_FACTOR"
   for i in $(seq 1 "$REPLICAS"); do
     echo "  r$i  http://127.0.0.1:$(cat "$RUN_DIR/replica-$i.port")  pid $(cat "$RUN_DIR/replica-$i.pid")"
   done

@@ -7,7 +7,8 @@ Two experiments (docs/DEPLOY.md, docs/BENCHMARKS.md "Replicas behind HAProxy"):
             for the balancer's own cost): a closed loop of --users users, synthetic prompts,
             fixed-length answers.
   affinity  the prefix-cache hit rate with prefix affinity on (consistent hashing on the
-            prompt's first bytes) vs off (least connections), for a workload of 8 shared
+            prompt's first bytes, bounded loads; `unbounded`: without the bound) vs off (least
+            connections), for a workload of 8 shared
             system prompts (`ubatch load --shared-prefixes 8`). Hit rate = cached prompt tokens /
             all prompt tokens, summed over the replicas' /metrics (fresh replicas every run).
 
@@ -17,7 +18,7 @@ median and the min..max over rounds, and `uptime`'s load average at each run.
 
 Usage: scripts/bench/cluster_load.py replicas|affinity [--rounds 3] [--out bench-results/cluster]
        [--model PATH] [--users N] [--duration S] [--requests N] [--n-ctx C] [--n-parallel P]
-       [--replicas N (affinity)] [--prefix-tokens W]
+       [--replicas N (affinity)] [--prefix-tokens W] [--configs on,unbounded,off]
 """
 import argparse
 import json
@@ -46,9 +47,10 @@ def metrics(port):
     return out
 
 
-def start(args, run_dir, replicas, affinity, n_parallel, n_ctx):
+def start(args, run_dir, replicas, affinity, n_parallel, n_ctx, balance_factor=150):
     cmd = [CLUSTER, "start", "--replicas", str(replicas), "--model", args.model, "--ubatch", args.ubatch,
            "--threads", "1", "--n-parallel", str(n_parallel), "--n-ctx", str(n_ctx), "--affinity", affinity,
+           "--balance-factor", str(balance_factor),
            "--port", "0", "--stats-port", "0", "--replica-port", "0", "--run-dir", run_dir]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     env = dict(line.split("=", 1) for line in open(os.path.join(run_dir, "cluster.env")).read().split())
@@ -110,12 +112,16 @@ def experiment_affinity(args):
     load_args = ["--users", str(args.users), "--requests", str(args.requests), "--shared-prefixes", "8",
                  "--prefix-tokens", str(args.prefix_tokens), "--prompt-tokens", "16:64", "--max-tokens", "16:32",
                  "--ignore-eos"]
-    results = {"on": [], "off": []}
+    # on: consistent hashing with bounded loads (hash-balance-factor 150, the shipped config);
+    # unbounded: the same without the bound (factor 0); off: least connections.
+    configs = args.configs.split(",")
+    results = {c: [] for c in configs}
     for rnd in range(1, args.rounds + 1):
-        for affinity in ("on", "off"):
+        for affinity in configs:
             run_dir = os.path.join(args.out, "run")
             try:
-                lb_port, ports = start(args, run_dir, args.replicas, affinity, args.n_parallel, args.n_ctx)
+                lb_port, ports = start(args, run_dir, args.replicas, "off" if affinity == "off" else "on", args.n_parallel,
+                                       args.n_ctx, 0 if affinity == "unbounded" else 150)
                 la = load_average()
                 r = run_load(args, f"http://127.0.0.1:{lb_port}", load_args,
                              os.path.join(args.out, f"affinity-{affinity}-r{rnd}.json"))
@@ -129,13 +135,13 @@ def experiment_affinity(args):
             results[affinity].append({"hit_rate": hit, "output_tps": r["output_tokens_per_s"],
                                       "ttft_p50": r["ttft_ms"]["p50"], "errors": r["errors"], "requests": share,
                                       "prefilled": prefilled, "load": la})
-            print(f"round {rnd} affinity {affinity:3}  hit rate {100 * hit:5.1f}%  prefilled {int(prefilled):7d} tokens  "
+            print(f"round {rnd} affinity {affinity:9}  hit rate {100 * hit:5.1f}%  prefilled {int(prefilled):7d} tokens  "
                   f"{r['output_tokens_per_s']:6.1f} output tok/s  TTFT p50 {r['ttft_ms']['p50']:7.1f} ms  "
                   f"requests per replica {share}  errors {r['errors']}  load avg {la}", flush=True)
     print(f"\n| affinity | prefix-cache hit rate % | prompt tokens prefilled | output tok/s | TTFT p50 ms | "
           f"requests per replica (round 1) | errors | load avg |")
     print("| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |")
-    for affinity in ("on", "off"):
+    for affinity in configs:
         xs = results[affinity]
         print(f"| {affinity} | {fmt([100 * x['hit_rate'] for x in xs])} | {fmt([x['prefilled'] for x in xs], '.0f')} | "
               f"{fmt([x['output_tps'] for x in xs])} | {fmt([x['ttft_p50'] for x in xs], '.0f')} | {xs[0]['requests']} | "
@@ -157,6 +163,7 @@ def main():
     ap.add_argument("--n-ctx", type=int, default=0, help="KV cells per replica (0: serve's default)")
     ap.add_argument("--replicas", type=int, default=3, help="affinity: replicas")
     ap.add_argument("--prefix-tokens", type=int, default=384, help="affinity: words per shared prefix")
+    ap.add_argument("--configs", default="on,off", help="affinity: among on, unbounded, off")
     args = ap.parse_args()
     args.users = args.users or (16 if args.experiment == "replicas" else 12)
     args.n_parallel = args.n_parallel or (8 if args.experiment == "replicas" else 4)
