@@ -5,7 +5,10 @@ Two experiments (docs/DEPLOY.md, docs/BENCHMARKS.md "Replicas behind HAProxy"):
 
   replicas  throughput with 1, 2 and 3 replicas behind the balancer (and 1 replica without it,
             for the balancer's own cost): a closed loop of --users users, synthetic prompts,
-            fixed-length answers.
+            fixed-length answers. Besides wall-clock rates it reads the CPU time the replicas
+            and HAProxy used (/proc/PID/stat): output tokens per replica CPU-second (their
+            efficiency, whatever else runs on the machine), the cores the replicas actually got
+            (CPU-s / wall-s), and HAProxy's CPU-ms per request.
   affinity  the prefix-cache hit rate with prefix affinity on (consistent hashing on the
             prompt's first bytes, bounded loads; `unbounded`: without the bound) vs off (least
             connections), for a workload of 8 shared
@@ -58,6 +61,17 @@ def start(args, run_dir, replicas, affinity, n_parallel, n_ctx, balance_factor=1
     return int(env["LB_PORT"]), ports
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_pids(run_dir, replicas):
+    replica = [int(open(os.path.join(run_dir, f"replica-{i}.pid")).read()) for i in range(1, replicas + 1)]
+    return replica, int(open(os.path.join(run_dir, "haproxy.pid")).read())
+
+
 def stop(run_dir):
     subprocess.run([CLUSTER, "stop", "--run-dir", run_dir], check=False, stdout=subprocess.DEVNULL)
 
@@ -89,21 +103,34 @@ def experiment_replicas(args):
                 lb_port, ports = start(args, run_dir, n, "on", args.n_parallel, args.n_ctx)
                 url = f"http://127.0.0.1:{lb_port if balanced else ports[0]}"
                 la = load_average()
+                replica_pids, haproxy_pid = cluster_pids(run_dir, n)
+                cpu0 = [cpu_seconds(p) for p in replica_pids], cpu_seconds(haproxy_pid)
                 r = run_load(args, url, load_args, os.path.join(args.out, f"replicas-{n}{'' if balanced else '-direct'}-r{rnd}.json"))
+                cpu1 = [cpu_seconds(p) for p in replica_pids], cpu_seconds(haproxy_pid)
             finally:
                 stop(run_dir)
-            results[name].append({"output_tps": r["output_tokens_per_s"], "request_rate": r["request_rate"],
-                                  "ttft_p50": r["ttft_ms"]["p50"], "errors": r["errors"], "load": la})
-            print(f"round {rnd} {name:18} {r['output_tokens_per_s']:7.1f} output tok/s  {r['request_rate']:5.2f} req/s  "
-                  f"TTFT p50 {r['ttft_ms']['p50']:7.1f} ms  errors {r['errors']}  load avg {la}", flush=True)
+            replica_cpu = sum(cpu1[0]) - sum(cpu0[0])
+            x = {"output_tps": r["output_tokens_per_s"], "request_rate": r["request_rate"], "ttft_p50": r["ttft_ms"]["p50"],
+                 "errors": r["errors"], "load": la, "output_tokens": r["output_tokens"], "wall_s": r["wall_s"],
+                 "replica_cpu_s": replica_cpu, "haproxy_cpu_s": cpu1[1] - cpu0[1], "completed": r["completed"]}
+            x["tokens_per_cpu_s"] = x["output_tokens"] / replica_cpu
+            x["cores"] = replica_cpu / x["wall_s"]
+            x["haproxy_ms_per_request"] = 1000 * x["haproxy_cpu_s"] / max(1, x["completed"]) if balanced else 0.0
+            results[name].append(x)
+            print(f"round {rnd} {name:18} {x['output_tps']:7.1f} output tok/s  {x['request_rate']:5.2f} req/s  "
+                  f"TTFT p50 {x['ttft_p50']:7.1f} ms  {x['tokens_per_cpu_s']:6.1f} tok/replica-CPU-s  "
+                  f"replicas got {x['cores']:.2f} cores  HAProxy {x['haproxy_ms_per_request']:.2f} CPU-ms/request  "
+                  f"errors {x['errors']}  load avg {la}", flush=True)
     base = [x["output_tps"] for x in results["1 replica"]]
-    print(f"\n| configuration | output tok/s | × 1 replica | req/s | TTFT p50 ms | errors | load avg |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print(f"\n| configuration | output tok/s | × 1 replica | output tok per replica CPU-s | cores the replicas got | "
+          f"HAProxy CPU-ms/request | TTFT p50 ms | errors | load avg |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, _, _ in configs:
         xs = results[name]
         ratio = [x["output_tps"] / b for x, b in zip(xs, base)]
         print(f"| {name} | {fmt([x['output_tps'] for x in xs])} | {fmt(ratio, '.2f')} | "
-              f"{fmt([x['request_rate'] for x in xs], '.2f')} | {fmt([x['ttft_p50'] for x in xs], '.0f')} | "
+              f"{fmt([x['tokens_per_cpu_s'] for x in xs])} | {fmt([x['cores'] for x in xs], '.2f')} | "
+              f"{fmt([x['haproxy_ms_per_request'] for x in xs], '.2f')} | {fmt([x['ttft_p50'] for x in xs], '.0f')} | "
               f"{sum(x['errors'] for x in xs)} | {', '.join(x['load'] for x in xs)} |")
     return results
 
