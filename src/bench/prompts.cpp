@@ -78,8 +78,24 @@ std::mt19937_64 request_rng(uint64_t seed, int64_t index) {
 }  // namespace
 
 RequestMix::RequestMix(uint64_t seed, IntRange prompt_words, IntRange max_tokens, std::vector<PromptEntry> prompts,
-                       UrgentClass urgent)
-    : seed_(seed), prompt_words_(prompt_words), max_tokens_(max_tokens), prompts_(std::move(prompts)), urgent_(urgent) {}
+                       UrgentClass urgent, SharedPrefixes prefixes)
+    : seed_(seed),
+      prompt_words_(prompt_words),
+      max_tokens_(max_tokens),
+      prompts_(std::move(prompts)),
+      urgent_(urgent),
+      prefixes_(prefixes) {}
+
+std::string RequestMix::shared_prefix(int32_t k) const {
+  std::mt19937_64 rng = request_rng(seed_ ^ 0x707265666978ull, k);
+  std::uniform_int_distribution<size_t> word(0, kNumWords - 1);
+  std::string text;
+  for (int32_t i = 0; i < prefixes_.words; ++i) {
+    if (i > 0) text += ' ';
+    text += kWords[word(rng)];
+  }
+  return text;
+}
 
 RequestSpec RequestMix::make(int64_t index) const {
   std::mt19937_64 rng = request_rng(seed_, index);
@@ -101,6 +117,12 @@ RequestSpec RequestMix::make(int64_t index) const {
   if (max_tokens < 0)
     max_tokens = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(max_tokens_.min, max_tokens_.max)(rng));
   s.max_tokens = max_tokens;
+  if (prefixes_.count > 0) {
+    // Its own generator: the rest of the request is that of the same run without prefixes.
+    std::mt19937_64 prefix_rng = request_rng(seed_ ^ 0x73686172ull, index);
+    const auto k = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(0, prefixes_.count - 1)(prefix_rng));
+    s.prompt = shared_prefix(k) + ' ' + s.prompt;
+  }
   if (urgent_.share > 0) {
     // Its own generator, so adding the urgent class leaves prompts and lengths as they were.
     std::mt19937_64 class_rng = request_rng(seed_ ^ 0x75726765ull, index);

@@ -38,20 +38,32 @@ struct UrgentClass {
   int64_t deadline_ms = 0;   // 0: none
 };
 
+// Shared prefixes, as many users of one application share its system prompt: `count` fixed
+// texts of `words` synthetic words each (a pure function of the seed and the prefix index);
+// each request's prompt starts with one of them (a seeded draw per request, independent of
+// the rest of the mix), then a space, then its own prompt. count 0: none.
+struct SharedPrefixes {
+  int32_t count = 0;
+  int32_t words = 256;  // >= 1
+};
+
 class RequestMix {
  public:
   // prompt_words and max_tokens: inclusive ranges (min >= 1 for max_tokens). With prompts,
   // request i uses a seeded random entry of them (its max_tokens if set, else drawn).
   RequestMix(uint64_t seed, IntRange prompt_words, IntRange max_tokens, std::vector<PromptEntry> prompts = {},
-             UrgentClass urgent = {});
+             UrgentClass urgent = {}, SharedPrefixes prefixes = {});
   RequestSpec make(int64_t index) const;
   bool has_urgent_class() const { return urgent_.share > 0; }
+  // The text of shared prefix k in [0, prefixes.count) (without the space that follows it).
+  std::string shared_prefix(int32_t k) const;
 
  private:
   uint64_t seed_;
   IntRange prompt_words_, max_tokens_;
   std::vector<PromptEntry> prompts_;
   UrgentClass urgent_;
+  SharedPrefixes prefixes_;
 };
 
 }  // namespace ubatch::bench

@@ -161,6 +161,8 @@ MetricsSnapshot Engine::metrics() const {
   return m;
 }
 
+int64_t Engine::queued() const { return impl_->queued.load(); }
+
 const EngineConfig& Engine::config() const { return impl_->config; }
 int32_t Engine::n_ctx() const { return static_cast<int32_t>(impl_->ctx.kv().n_cells()); }
 int32_t Engine::n_ctx_seq() const {

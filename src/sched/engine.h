@@ -71,6 +71,11 @@ class Engine {
   // Thread-safe snapshot.
   MetricsSnapshot metrics() const;
 
+  // Thread-safe, cheap (one atomic load): requests submitted and not yet scheduled — the
+  // count submit() compares with max_queue. queued() >= config().max_queue: saturated, the
+  // next submit() fails with QueueFull.
+  int64_t queued() const;
+
   const EngineConfig& config() const;
   int32_t n_ctx() const;      // KV cache capacity in tokens, all sequences together
   int32_t n_ctx_seq() const;  // most tokens one request's sequence may hold (<= n_ctx())

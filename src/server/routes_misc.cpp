@@ -30,6 +30,19 @@ void health(ServerState& state, httplib::Response& res) {
     res.set_header("Retry-After", "1");
     return;
   }
+  // Saturated: the admission queue is full, the next request would get 503 queue_full. A
+  // load balancer's health check takes the replica out of rotation until it has room again.
+  const sched::Engine& engine = *state.backend.load()->engine;
+  if (const int64_t queued = engine.queued(); queued >= engine.config().max_queue) {
+    ApiError e = unavailable("saturated: the request queue is full (" + std::to_string(queued) + " waiting, --max-queue " +
+                             std::to_string(engine.config().max_queue) + ")", 1);
+    e.code = "saturated";
+    json body = error_json(e);
+    body["status"] = "saturated";
+    send_json(res, 503, body);
+    res.set_header("Retry-After", "1");
+    return;
+  }
   send_json(res, 200, {{"status", "ok"}});
 }
 

@@ -24,6 +24,7 @@ struct LoadCliOptions {
   std::string sweep;
   std::string json_out, svg_out;
   bench::UrgentClass urgent;
+  bench::SharedPrefixes prefixes;
   bool quiet = false;
 };
 
@@ -37,7 +38,8 @@ nlohmann::json config_json(const LoadCliOptions& o) {
           {"max_tokens", o.max_tokens},      {"prompts_file", o.prompts_file},
           {"ignore_eos", c.endpoint.ignore_eos},
           {"urgent_share", o.urgent.share},  {"urgent_priority", o.urgent.priority},
-          {"urgent_deadline_ms", o.urgent.deadline_ms}};
+          {"urgent_deadline_ms", o.urgent.deadline_ms},
+          {"shared_prefixes", o.prefixes.count},  {"prefix_tokens", o.prefixes.words}};
 }
 
 int run_load_cmd(LoadCliOptions o) {
@@ -64,7 +66,7 @@ int run_load_cmd(LoadCliOptions o) {
   }
   if (Status s = validate(o.cfg); !s) return fmt::print(stderr, "error: {}\n", s.message()), 1;
 
-  const RequestMix mix(o.cfg.seed, pt.value(), mt.value(), std::move(prompts), o.urgent);
+  const RequestMix mix(o.cfg.seed, pt.value(), mt.value(), std::move(prompts), o.urgent, o.prefixes);
   ProgressBar bar(!o.quiet);
   std::vector<LoadReport> reports;
   for (int64_t users : users_list) {
@@ -132,6 +134,11 @@ std::function<int()> setup_load(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--max-tokens", o->max_tokens, "max_tokens per request MIN:MAX")->capture_default_str();
   sub.add_option("--prompts", o->prompts_file, "JSONL file of {\"prompt\": ..., \"max_tokens\": n} lines");
+  sub.add_option("--shared-prefixes", o->prefixes.count,
+                 "every prompt starts with one of this many shared prefixes (like system prompts; 0: none)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  sub.add_option("--prefix-tokens", o->prefixes.words, "length of each shared prefix (approximated by words)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   sub.add_option("--seed", c.seed, "seed of the request mix and arrivals")->capture_default_str();
   sub.add_option("--duration", c.duration_s, "seconds during which requests are started (default 30 unless --requests)")
       ->check(CLI::NonNegativeNumber);
