@@ -33,9 +33,9 @@
 namespace ubatch::grammar {
 
 struct AutomatonLimits {
-  size_t max_nfa_nodes = 4'000'000;   // before determinization, all rules
-  size_t max_states = 250'000;        // DFA states, all rules
-  size_t max_table_entries = 32'000'000;  // states × byte classes
+  size_t max_nfa_nodes = 500'000;        // before determinization, all rules
+  size_t max_states = 200'000;           // DFA states, all rules
+  size_t max_table_entries = 8'000'000;  // states × byte classes (4 bytes each)
 };
 
 class Automaton {

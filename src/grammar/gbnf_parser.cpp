@@ -12,6 +12,7 @@ namespace {
 
 constexpr uint32_t kMaxRepeat = 10000;
 constexpr int kMaxNesting = 200;
+constexpr int kMaxPostfix = 32;
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -169,6 +170,7 @@ class Parser {
 
   Result<Expr> parse_sequence(bool nested, int depth) {
     std::vector<Expr> items;
+    int n_postfix = 0;  // repetition operators on the last element
     while (true) {
       skip_space(nested);
       if (pos_ >= s_.size()) break;
@@ -178,13 +180,16 @@ class Parser {
         Result<Expr> lit = parse_literal();
         if (!lit) return lit.status();
         items.push_back(std::move(lit.value()));
+        n_postfix = 0;
       } else if (c == '[') {
         Result<Expr> cls = parse_class();
         if (!cls) return cls.status();
         items.push_back(std::move(cls.value()));
+        n_postfix = 0;
       } else if (c == '.') {
         ++pos_;
         items.push_back(Expr::chars({{0, kMaxCodePoint}}));
+        n_postfix = 0;
       } else if (c == '(') {
         if (depth >= kMaxNesting) return error(at, fmt::format("parentheses nested deeper than {}", kMaxNesting));
         ++pos_;
@@ -195,11 +200,15 @@ class Parser {
         if (pos_ >= s_.size() || s_[pos_] != ')') return error(pos_, fmt::format("expected ')' to close the '(' at {}", where(at)));
         ++pos_;
         items.push_back(std::move(inner.value()));
+        n_postfix = 0;
       } else if (is_name_char(c)) {
         const std::string_view name = parse_name();
         items.push_back(Expr::ref(rule_id(name, at)));
+        n_postfix = 0;
       } else if (c == '*' || c == '+' || c == '?' || c == '{') {
         if (items.empty()) return error(at, fmt::format("'{}' has no element before it to repeat", c));
+        if (++n_postfix > kMaxPostfix)
+          return error(at, fmt::format("more than {} repetition operators on one element", kMaxPostfix));
         uint32_t min = 0, max = kUnbounded;
         if (c == '*') {
           ++pos_;

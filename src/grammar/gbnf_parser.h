@@ -16,8 +16,9 @@
 //
 // Errors name the line and column (1-based, columns in bytes) and what was expected, e.g.
 // "line 2, column 14: expected '::=' after the rule name 'value'"; an undefined rule is
-// reported at its first reference. Rules defined twice, repetition counts above 10000 and
-// parentheses nested deeper than 200 are errors too.
+// reported at its first reference. Rules defined twice, repetition counts above 10000,
+// parentheses nested deeper than 200 and more than 32 operators on one element are errors
+// too.
 #pragma once
 
 #include <string_view>
