@@ -30,7 +30,7 @@ TEST(ServerOpenAiPython, OfficialClientAgainstTheBinary) {
   std::string model = tiny_model();
   if (!std::filesystem::exists(model)) model = default_model();
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "neither the tiny model nor the default model is present";
-  const std::string script = (std::filesystem::path(__FILE__).parent_path() / "python" / "test_openai_client.py").string();
+  const std::string script = (std::filesystem::path(UBATCH_TESTS_DIR) / "python" / "test_openai_client.py").string();
   ASSERT_TRUE(std::filesystem::exists(script)) << script;
 
   const std::string log = (std::filesystem::temp_directory_path() /
