@@ -14,6 +14,8 @@ Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar)
   rekey();
 }
 
+void Matcher::reset() { *this = Matcher(grammar_); }
+
 Matcher::Matcher(const Matcher& o)
     : grammar_(o.grammar_), expander_(o.grammar_->automaton()), state_(o.state_), key_(o.key_), ended_(o.ended_) {}
 

@@ -47,6 +47,9 @@ class Matcher {
   // Some parse is still alive (false only after an internal limit was hit).
   bool alive() const { return ended_ || state_.end || !state_.empty(); }
 
+  // Back to the start (an empty text).
+  void reset();
+
   const CompiledGrammar& grammar() const { return *grammar_; }
   const StackSet& position() const { return state_; }
 
