@@ -25,7 +25,21 @@ struct RunOptions {
   bool no_bos = false;
   std::string grammar_file;      // GBNF
   std::string json_schema_file;  // JSON Schema
+  bool print_grammar = false;    // print the GBNF the constraint compiles from, and exit
 };
+
+// The constraint file's kind and text; false (printed) when it cannot be read.
+bool read_constraint(const RunOptions& o, grammar::GrammarKind& kind, std::string& text) {
+  const bool gbnf = !o.grammar_file.empty();
+  const std::string& path = gbnf ? o.grammar_file : o.json_schema_file;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fmt::print(stderr, "error: cannot read {}\n", path), false;
+  std::stringstream text_in;
+  text_in << in.rdbuf();
+  kind = gbnf ? grammar::GrammarKind::Gbnf : grammar::GrammarKind::JsonSchema;
+  text = text_in.str();
+  return true;
+}
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
@@ -33,6 +47,17 @@ double ms_since(Clock::time_point t0) {
 }
 
 int run_generate(const RunOptions& o) {
+  const bool constrained = !o.grammar_file.empty() || !o.json_schema_file.empty();
+  if (o.print_grammar) {
+    grammar::GrammarKind kind{};
+    std::string text;
+    if (!constrained) return fmt::print(stderr, "error: --print-grammar needs --grammar or --json-schema\n"), 1;
+    if (!read_constraint(o, kind, text)) return 1;
+    Result<std::string> source = grammar::grammar_source(kind, text);
+    if (!source) return fmt::print(stderr, "error: {}\n", source.message()), 1;
+    fmt::print("{}", source.value());
+    return 0;
+  }
   Result<Loaded> loaded = load(o.model, true);
   if (!loaded) return fmt::print(stderr, "error: {}\n", loaded.message()), 1;
   Context& ctx = *loaded->context;
@@ -60,19 +85,17 @@ int run_generate(const RunOptions& o) {
   // The grammar, when asked for.
   std::optional<grammar::Matcher> constraint;
   double compile_ms = 0.0;
-  if (!o.grammar_file.empty() || !o.json_schema_file.empty()) {
-    const bool gbnf = !o.grammar_file.empty();
-    const std::string& path = gbnf ? o.grammar_file : o.json_schema_file;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fmt::print(stderr, "error: cannot read {}\n", path), 1;
-    std::stringstream text_in;
-    text_in << in.rdbuf();
+  if (constrained) {
+    grammar::GrammarKind kind{};
+    std::string text;
+    if (!read_constraint(o, kind, text)) return 1;
     grammar::GrammarCache grammars(tok);
     grammars.warm_up();  // the vocabulary, not timed as compilation
     const auto tc = Clock::now();
-    auto g = grammars.get(gbnf ? grammar::GrammarKind::Gbnf : grammar::GrammarKind::JsonSchema, text_in.str());
+    auto g = grammars.get(kind, text);
     compile_ms = ms_since(tc);
-    if (!g) return fmt::print(stderr, "error: {}: {}\n", path, g.message()), 1;
+    if (!g) return fmt::print(stderr, "error: {}: {}\n", o.grammar_file.empty() ? o.json_schema_file : o.grammar_file,
+                              g.message()), 1;
     constraint.emplace(g.value());
   }
 
@@ -185,6 +208,8 @@ UBATCH_REGISTER_COMMAND("run", "generate text from a prompt", [](CLI::App& sub) 
   CLI::Option* g = sub.add_option("--grammar", o->grammar_file, "constrain the output to a GBNF grammar (file)");
   sub.add_option("--json-schema", o->json_schema_file, "constrain the output to JSON valid under a JSON Schema (file)")
       ->excludes(g);
+  sub.add_flag("--print-grammar", o->print_grammar,
+               "print the GBNF the --grammar / --json-schema constraint compiles from, and exit (no model is loaded)");
   return [o] { return run_generate(*o); };
 });
 
