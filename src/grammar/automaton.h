@@ -74,6 +74,9 @@ class Automaton {
     return (follow_[static_cast<size_t>(rule)][b / 64] >> (b % 64)) & 1;
   }
   uint32_t n_byte_classes() const { return n_classes_; }
+  // Raw tables for hot loops: next_table()[s * n_byte_classes() + byte_classes()[b]] == step(s, b).
+  const uint32_t* next_table() const { return next_.data(); }
+  const uint8_t* byte_classes() const { return byte_class_.data(); }
 
   friend Result<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimits& limits);
 

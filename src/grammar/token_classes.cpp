@@ -10,14 +10,6 @@ namespace {
 // (n_vocab / 8 bytes, the size of a list of n_vocab / 32 ids).
 constexpr int32_t kListShare = 32;
 
-struct Level {
-  uint32_t simple = Automaton::kNone;  // the single stack [simple] of a plain state, or kNone
-  StackSet set;                        // the stacks when simple == kNone
-  bool end = false;                    // q's rule may end exactly after this prefix
-  bool esc = false;                    // it may end after a shorter prefix (the rest then lies outside)
-  bool alive() const { return simple != Automaton::kNone || !set.empty(); }
-};
-
 }  // namespace
 
 void TokenClass::add_accepted(const Vocabulary& vocab, uint64_t* mask) const {
@@ -55,14 +47,23 @@ TokenClass classify_state(const Vocabulary& vocab, Expander& ex, uint32_t q) {
   const Automaton& a = ex.automaton();
   const int32_t rule = a.rule_of(q);
   const uint32_t n_nodes = vocab.n_nodes();
-  std::vector<Level> lv(vocab.max_depth() + 1);
+  const size_t depth = vocab.max_depth() + 1;
+  // Per depth: the parse position after the prefix of that length. Hot fields in flat arrays;
+  // the stack sets only used off the fast path.
+  std::vector<uint32_t> simple(depth, Automaton::kNone);  // the single stack [simple] of a plain state
+  std::vector<uint8_t> end(depth, 0);                     // q's rule may end exactly after this prefix
+  std::vector<uint8_t> esc(depth, 0);                     // it may end after a shorter one (the rest lies outside)
+  std::vector<StackSet> sets(depth);                      // the stacks when simple == kNone
   std::vector<uint64_t> acc(vocab.n_words(), 0);
   TokenClass tc;
-  const std::span<const int32_t> tokens = vocab.trie_tokens();
+  const int32_t* tokens = vocab.trie_tokens().data();
+  const uint32_t* next = a.next_table();
+  const uint8_t* cls = a.byte_classes();
+  const size_t n_cls = a.n_byte_classes();
   auto accept_range = [&](uint32_t b, uint32_t e) {
     for (uint32_t k = b; k < e; ++k) {
-      const auto id = static_cast<size_t>(tokens[k]);
-      acc[id / 64] |= uint64_t{1} << (id % 64);
+      const auto id = static_cast<uint32_t>(tokens[k]);
+      acc[id >> 6] |= uint64_t{1} << (id & 63);
     }
     tc.n_accepted += static_cast<int32_t>(e - b);
   };
@@ -70,56 +71,56 @@ TokenClass classify_state(const Vocabulary& vocab, Expander& ex, uint32_t q) {
     for (uint32_t k = b; k < e; ++k) tc.uncertain.push_back(tokens[k]);
   };
   // Settles a level computed as a set: a single one-frame plain stack becomes `simple`.
-  auto settle = [&](Level& L) {
-    L.end = L.set.end;
-    L.simple = Automaton::kNone;
-    if (L.set.size() == 1 && L.set.stack(0).size() == 1 && ex.plain(L.set.top(0))) L.simple = L.set.top(0);
+  auto settle = [&](size_t d) {
+    const StackSet& s = sets[d];
+    end[d] = s.end;
+    simple[d] = Automaton::kNone;
+    if (s.size() == 1 && s.stack(0).size() == 1 && ex.plain(s.top(0))) simple[d] = s.top(0);
   };
   {
     StackSet start;
     const uint32_t f[1] = {q};
     start.push(f);
-    ex.close(start, lv[0].set);
-    settle(lv[0]);
+    ex.close(start, sets[0]);
+    settle(0);
   }
   StackSet one;
   uint32_t i = 1;
   while (i < n_nodes) {
     const uint32_t d = vocab.depth(i);
-    const Level& P = lv[d - 1];
-    Level& L = lv[d];
     const uint8_t b = vocab.byte(i);
-    if (P.simple != Automaton::kNone) {
-      const uint32_t t = a.step(P.simple, b);
+    const uint32_t ps = simple[d - 1];
+    if (ps != Automaton::kNone) {
+      const uint32_t t = next[ps * n_cls + cls[b]];
       if (t == Automaton::kNone) {
-        L.simple = Automaton::kNone;
-        L.set.clear();
-        L.end = false;
+        simple[d] = Automaton::kNone;
+        sets[d].clear();
+        end[d] = 0;
       } else if (ex.plain(t)) {
-        L.simple = t;
-        L.end = false;
+        simple[d] = t;
+        end[d] = 0;
       } else {
         one.clear();
         const uint32_t f[1] = {t};
         one.push(f);
-        if (!ex.close(one, L.set)) L.set.clear();
-        settle(L);
+        if (!ex.close(one, sets[d])) sets[d].clear();
+        settle(d);
       }
     } else {
-      if (!ex.step(P.set, b, L.set)) L.set.clear();
-      settle(L);
+      if (!ex.step(sets[d - 1], b, sets[d])) sets[d].clear();
+      settle(d);
     }
     // q's rule may end before this byte, and the byte may follow that rule somewhere.
-    L.esc = P.esc || (P.end && a.can_follow(rule, b));
-    const bool alive = L.alive();
+    esc[d] = esc[d - 1] || (end[d - 1] && a.can_follow(rule, b));
+    const bool alive = simple[d] != Automaton::kNone || !sets[d].empty();
     const uint32_t tb = vocab.token_begin(i), te = vocab.token_begin(i + 1);
-    if (alive || L.end) accept_range(tb, te);
-    else if (L.esc) uncertain_range(tb, te);
+    if (alive || end[d]) accept_range(tb, te);
+    else if (esc[d]) uncertain_range(tb, te);
     if (!alive) {
       const uint32_t sub = vocab.subtree_end(i);
-      if (L.esc) {
+      if (esc[d]) {
         uncertain_range(te, vocab.token_begin(sub));
-      } else if (L.end) {
+      } else if (end[d]) {
         // The rule ends at this node: the tokens below are uncertain when their next byte
         // may follow the rule.
         for (uint32_t c = i + 1; c < sub; c = vocab.subtree_end(c))
