@@ -1,25 +1,20 @@
 // libFuzzer entry for the grammar parsers and compiler (not part of the default build).
 //
 // The first input byte picks what the rest is fed to:
-//   0: GBNF text → parse_gbnf → build_automaton (small limits) → a matcher over a byte
-//      vocabulary run on the text itself, with masks (the pushdown machinery, token classes);
+//   0: GBNF text (up to a NUL byte) → parse_gbnf → build_automaton (small limits) → a matcher
+//      over a byte vocabulary driven by the bytes after the NUL (the text itself when there is
+//      none), each step checked against its mask (the pushdown machinery, token classes);
 //   1: JSON text → json_schema_to_gbnf → parse_gbnf → build_automaton (the schema converter must
 //      emit GBNF that parses, or an error);
 //   2: a `pattern` → regex_to_gbnf → parse_gbnf (the same).
 // Any crash, sanitizer report, or generated GBNF that does not parse is a finding.
 //
-// Build and run (from the repository root; clang with libFuzzer):
-//   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Isrc fuzz/grammar_fuzz.cpp \
-//     src/grammar/*.cpp -lfmt -o /tmp/grammar_fuzz
-//   mkdir -p /tmp/grammar_corpus
-//   /tmp/grammar_fuzz -max_len=4096 -max_total_time=300 /tmp/grammar_corpus
-// With an empty corpus directory, the first run seeds it with a GBNF grammar, a schema and a
-// pattern (see seeds() below).
+// Build and run: docs/FUZZING.md (scripts/fuzz.sh grammar_fuzz); seeds in
+// fuzz/corpus/grammar_fuzz/, dictionary fuzz/grammar_fuzz.dict.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -84,34 +79,16 @@ void must_parse(const std::string& gbnf) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  // Seed an empty corpus directory (the last argument) with one input of each kind.
-  if (*argc < 2) return 0;
-  const std::string dir = (*argv)[*argc - 1];
-  if (dir.empty() || dir[0] == '-') return 0;
-  const char* seeds[] = {
-      "\x00root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= [a-z]+ ws \":\" ws [0-9]+\nws ::= \" \"?\n",
-      "\x01{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", \"pattern\": \"^x+$\"}, \"b\": {\"$ref\": \"#/$defs/b\"}}, "
-      "\"$defs\": {\"b\": {\"type\": \"integer\", \"minimum\": -5, \"maximum\": 70}}}",
-      "\x02^(?:[A-Z]{2,3}|\\d+)-[^\\s\"]*$",
-  };
-  for (size_t i = 0; i < 3; ++i) {
-    const std::string path = dir + "/seed" + std::to_string(i);
-    std::ifstream exists(path);
-    if (exists) continue;
-    std::ofstream out(path, std::ios::binary);
-    const char* s = seeds[i];
-    out.write(s, 1);  // the selector byte (may be NUL)
-    out << (s + 1);
-  }
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (data[0] % 3) {
-    case 0: run_gbnf(rest, rest); break;
+    case 0: {
+      const size_t nul = rest.find('\0');
+      if (nul == std::string_view::npos) run_gbnf(rest, rest);
+      else run_gbnf(rest.substr(0, nul), rest.substr(nul + 1));
+      break;
+    }
     case 1: {
       nlohmann::ordered_json schema = nlohmann::ordered_json::parse(rest, nullptr, false);
       if (schema.is_discarded()) break;
