@@ -71,6 +71,15 @@ if ! python3 -c 'import openai' >/dev/null 2>&1; then
     echo "warning: could not install openai; the server's Python client test will skip"
 fi
 
+# Python jsonschema (with rfc3339-validator, which its date-time and time format checks need),
+# for the structured-output corpus test (tests/python/structured_corpus.py).
+if ! python3 -c 'import jsonschema, rfc3339_validator' >/dev/null 2>&1; then
+  echo "== installing python jsonschema and rfc3339-validator (pip)"
+  python3 -m pip install --quiet jsonschema rfc3339-validator || \
+    python3 -m pip install --quiet --break-system-packages jsonschema rfc3339-validator || \
+    echo "warning: could not install jsonschema; the structured-output corpus test will skip"
+fi
+
 echo "== building (Release) in build/"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build

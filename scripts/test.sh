@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs and builds (scripts/setup.sh
-# --no-run), runs every test with CTest, then builds the file-parser and packed-kernel tests
-# under AddressSanitizer + UBSan and the scheduler/engine tests under ThreadSanitizer, and
+# --no-run), runs every test with CTest, then builds the file-parser, grammar and packed-kernel
+# tests under AddressSanitizer + UBSan and the scheduler/engine tests under ThreadSanitizer, and
 # runs them too; then a short smoke run of every fuzz target (scripts/fuzz.sh).
 # Tests that need ../shared/reference skip visibly where it is absent.
 set -euo pipefail
@@ -12,11 +12,12 @@ JOBS=$(nproc)
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-echo "== hostile-input, chat-rendering and packed-kernel tests under AddressSanitizer + UBSan"
+echo "== hostile-input, chat-rendering, grammar and packed-kernel tests under AddressSanitizer + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUBATCH_SANITIZE=ON >/dev/null
-cmake --build build-asan --target test_gguf test_gguf_hostile test_kernels_gemm test_tokenizer_chat test_tokenizer_segments
+cmake --build build-asan --target test_gguf test_gguf_hostile test_kernels_gemm test_tokenizer_chat test_tokenizer_segments \
+  test_grammar_gbnf test_grammar_matcher test_grammar_json_schema
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented'
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|GrammarGbnf|GrammarMatcher|GrammarJsonSchema'
 echo "== scheduler and engine tests under ThreadSanitizer"
 TSAN_TARGETS=(test_sched_engine test_sched_scheduler test_sched_preemption test_sched_deadlines)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUBATCH_TSAN=ON >/dev/null

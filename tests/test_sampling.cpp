@@ -3,6 +3,7 @@
 // deterministic (statistical bounds are generous, never flaky).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -391,6 +392,66 @@ TEST(Sampler, DefaultParamsOnGemmaSizedVocab) {
     EXPECT_EQ(t, b.sample(l.data()));
     a.accept(t);
     b.accept(t);
+  }
+}
+
+// An allowed-token mask (a grammar's) applies before everything else.
+std::vector<uint64_t> mask_of(int n, std::initializer_list<int32_t> ids) {
+  std::vector<uint64_t> m(static_cast<size_t>((n + 63) / 64), 0);
+  for (int32_t id : ids) m[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+  return m;
+}
+
+TEST(Sampler, MaskRestrictsGreedyAndDraws) {
+  const int n = 300;
+  const std::vector<float> l = random_logits(n, 5);
+  const std::vector<uint64_t> m = mask_of(n, {3, 70, 71, 128, 299});
+  int32_t best = 3;
+  for (int32_t id : {3, 70, 71, 128, 299})
+    if (l[static_cast<size_t>(id)] > l[static_cast<size_t>(best)]) best = id;
+  Sampler greedy(plain_params(0.0f), n);
+  EXPECT_EQ(greedy.sample(l.data(), m.data()), best);
+  SamplingParams p = plain_params(1.5f, 9);
+  p.top_k = 2;  // top-k over the allowed tokens only
+  Sampler s(p, n);
+  std::set<int32_t> seen;
+  for (int i = 0; i < 400; ++i) seen.insert(s.sample(l.data(), m.data()));
+  std::vector<int32_t> allowed = {3, 70, 71, 128, 299};
+  std::sort(allowed.begin(), allowed.end(), [&](int32_t a, int32_t b) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)]; });
+  EXPECT_EQ(seen, (std::set<int32_t>{allowed[0], allowed[1]}));
+}
+
+TEST(Sampler, MaskBeatsLogitBiasAndPenalties) {
+  const std::vector<float> l = {0.0f, 1.0f, 2.0f, 3.0f};
+  SamplingParams p = plain_params(0.0f);
+  p.logit_bias = {{3, 100.0f}};      // a masked token stays masked
+  p.presence_penalty = 2.0f;
+  Sampler s(p, 4);
+  s.accept(1);
+  const std::vector<uint64_t> m = mask_of(4, {0, 1});
+  EXPECT_EQ(s.sample(l.data(), m.data()), 0);  // 1 - 2 (presence) < 0
+}
+
+TEST(Sampler, MaskWithOnlyMinusInfLogitsStillPicksAnAllowedToken) {
+  const std::vector<float> l = {5.0f, -kInf, -kInf, 4.0f};
+  const std::vector<uint64_t> m = mask_of(4, {1, 2});
+  for (float t : {0.0f, 1.0f}) {
+    Sampler s(plain_params(t), 4);
+    EXPECT_EQ(s.sample(l.data(), m.data()), 1);
+  }
+}
+
+TEST(Sampler, MaskLogitsCopyIsReusedBySample) {
+  const int n = 200;
+  const std::vector<float> l = random_logits(n, 8);
+  const std::vector<uint64_t> m = mask_of(n, {10, 150});
+  Sampler a(plain_params(1.0f, 3), n), b(plain_params(1.0f, 3), n);
+  const float* masked = a.mask_logits(l.data(), m.data());
+  EXPECT_EQ(masked[10], l[10]);
+  EXPECT_EQ(masked[11], -kInf);
+  for (int i = 0; i < 20; ++i) {
+    const float* mm = a.mask_logits(l.data(), m.data());
+    EXPECT_EQ(a.sample(mm, m.data()), b.sample(l.data(), m.data()));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "context/batch.h"
+#include "grammar/matcher.h"
 
 namespace ubatch::bench {
 
@@ -140,6 +141,63 @@ DecodeResult run_step(Context& ctx, const BenchTest& t, int32_t pos, std::mt1993
   return {};
 }
 
+// Constrained decoding state: a sampler and a matcher per sequence, and the tokens chosen.
+struct Constrained {
+  std::vector<Sampler> samplers;
+  std::vector<grammar::Matcher> matchers;
+  std::vector<int32_t> next;  // [n_seq] the token each sequence feeds at the next step
+};
+
+Constrained make_constrained(const BenchOptions& o, int32_t n_seq, int32_t n_vocab) {
+  Constrained c;
+  for (int32_t s = 0; s < n_seq; ++s) {
+    SamplingParams sp = o.sampling;
+    sp.seed += static_cast<uint64_t>(s);
+    c.samplers.emplace_back(sp, n_vocab);
+    c.matchers.emplace_back(o.grammar);
+  }
+  c.next.assign(static_cast<size_t>(n_seq), 0);
+  return c;
+}
+
+// One decode step of the tokens c.next at position pos, then each sequence's next token under
+// its grammar from the logits. Adds the decode and grammar seconds.
+DecodeResult run_constrained_step(Context& ctx, const BenchTest& t, int32_t pos, Constrained& c, Batch& batch,
+                                  BenchResult& r, double& decode_s, double& grammar_s) {
+  const int32_t n_batch = ctx.params().n_batch;
+  for (int32_t first = 0; first < t.n_seq; first += n_batch) {
+    const int32_t last = std::min(t.n_seq, first + n_batch);
+    batch.clear();
+    for (int32_t s = first; s < last; ++s) batch.add(c.next[static_cast<size_t>(s)], pos, s, true);
+    const auto t0 = Clock::now();
+    if (DecodeResult d = decode_or_explain(ctx, batch); !d.ok()) return d;
+    decode_s += seconds_since(t0);
+    for (int32_t s = first; s < last; ++s) {
+      const auto i = static_cast<size_t>(s);
+      const float* logits = ctx.logits(s - first);
+      const auto tg = Clock::now();
+      std::shared_ptr<const grammar::TokenMask> mask = c.matchers[i].mask();
+      if (mask->n_allowed == 0) {  // cannot happen with a vocabulary that spells every byte
+        c.matchers[i].reset();
+        mask = c.matchers[i].mask();
+      }
+      const float* masked = c.samplers[i].mask_logits(logits, mask->bits.data());
+      grammar_s += seconds_since(tg);
+      const int32_t tok = c.samplers[i].sample(masked, mask->bits.data());
+      const auto ta = Clock::now();
+      c.matchers[i].accept(tok);
+      if (c.matchers[i].is_complete()) {  // a new sentence from here on
+        c.matchers[i].reset();
+        ++r.grammar_restarts;
+      }
+      grammar_s += seconds_since(ta);
+      c.next[i] = tok;
+      ++r.grammar_rows;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<BenchResult> run_test(Context& ctx, const BenchConfig& config, const BenchTest& test,
@@ -174,9 +232,21 @@ Result<BenchResult> run_test(Context& ctx, const BenchConfig& config, const Benc
       if (DecodeResult d = run_prompt(ctx, test, rng, batch); !d.ok()) return Status::error("bench: " + d.message);
     r.prompt_s.push_back(test.n_prompt > 0 ? seconds_since(t0) : 0.0);
     t0 = Clock::now();
-    for (int32_t i = 0; i < test.n_gen; ++i)
-      if (DecodeResult d = run_step(ctx, test, test.n_prompt + i, rng, batch); !d.ok())
-        return Status::error("bench: " + d.message);
+    if (options.grammar) {
+      Constrained c = make_constrained(options, test.n_seq, ctx.n_vocab());
+      std::uniform_int_distribution<int32_t> tok(0, ctx.n_vocab() - 1);
+      for (int32_t& t : c.next) t = tok(rng);  // the first step feeds random tokens
+      double decode_s = 0, grammar_s = 0;
+      for (int32_t i = 0; i < test.n_gen; ++i)
+        if (DecodeResult d = run_constrained_step(ctx, test, test.n_prompt + i, c, batch, r, decode_s, grammar_s); !d.ok())
+          return Status::error("bench: " + d.message);
+      r.decode_s.push_back(decode_s);
+      r.grammar_s.push_back(grammar_s);
+    } else {
+      for (int32_t i = 0; i < test.n_gen; ++i)
+        if (DecodeResult d = run_step(ctx, test, test.n_prompt + i, rng, batch); !d.ok())
+          return Status::error("bench: " + d.message);
+    }
     r.gen_s.push_back(test.n_gen > 0 ? seconds_since(t0) : 0.0);
   }
   ctx.kv().clear();
@@ -308,6 +378,28 @@ std::string format_markdown(const BenchReport& rep) {
                          mean_sd(r.gen_tps), mean_sd(r.total_tps), bw_cell(r), peak_cell(r));
     }
   }
+  bool any_grammar = false;
+  for (const BenchResult& r : rep.results) any_grammar = any_grammar || !r.grammar_s.empty();
+  if (any_grammar) {
+    out += fmt::format("\nConstrained decoding ({}): grammar work (masks, masking the logits, advancing) against the "
+                       "decode calls of the same steps; the first repetition starts with cold grammar caches.\n\n",
+                       rep.options.grammar_name);
+    out += "| threads | B | tg | decode ms/step | grammar ms/step | grammar / decode: rep 1 (cold) | later reps min / median / max | sentences completed |\n";
+    out += "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const BenchResult& r : rep.results) {
+      if (r.grammar_s.empty() || r.test.n_gen <= 0) continue;
+      std::vector<double> later;
+      for (size_t i = 1; i < r.grammar_s.size(); ++i)
+        if (r.decode_s[i] > 0) later.push_back(r.grammar_s[i] / r.decode_s[i]);
+      std::sort(later.begin(), later.end());
+      const std::string warm = later.empty() ? "-"
+                                             : fmt::format("{:.2f}% / {:.2f}% / {:.2f}%", 100 * later.front(),
+                                                           100 * later[later.size() / 2], 100 * later.back());
+      out += fmt::format("| {} | {} | {} | {:.2f} | {:.3f} | {:.2f}% | {} | {} |\n", r.n_threads, r.test.n_seq,
+                         r.test.n_gen, 1000 * mean(r.decode_s) / r.test.n_gen, 1000 * mean(r.grammar_s) / r.test.n_gen,
+                         r.decode_s[0] > 0 ? 100 * r.grammar_s[0] / r.decode_s[0] : 0.0, warm, r.grammar_restarts);
+    }
+  }
   return out;
 }
 
@@ -411,7 +503,11 @@ nlohmann::json to_json(const BenchReport& rep) {
                        {"prompt_peak_share", r.prompt_peak_share},
                        {"int8_isa", r.int8_isa},
                        {"prompt_int8_share", r.prompt_int8_share},
-                       {"prompt_amx_share", r.prompt_amx_share}});
+                       {"prompt_amx_share", r.prompt_amx_share},
+                       {"constrained_decode_s", r.decode_s},
+                       {"constrained_grammar_s", r.grammar_s},
+                       {"constrained_rows", r.grammar_rows},
+                       {"constrained_sentences", r.grammar_restarts}});
   }
   j["results"] = results;
   return j;

@@ -12,8 +12,18 @@
 // seconds; reported as mean ± sample sd over repetitions. The KV cache is cleared before
 // every repetition; token ids come from a seeded mt19937_64, uniform over the vocabulary.
 //
+// Constrained decoding (options.grammar set, `ubatch bench --grammar/--json-schema`): from the
+// second decode step on, every sequence's token is sampled under the grammar from the
+// previous step's logits (mask, masked logits, sampling, advance of its matcher; a sequence
+// whose grammar completes starts a new sentence) instead of drawn at random, and the grammar
+// work is timed apart from the decode calls: grammar_s / decode_s per repetition is the mask
+// cost as a share of the decode step. The compiled grammar keeps its caches across
+// repetitions, so the first repetition shows the cold cost and the others the warm one.
+//
 // Runs on the calling thread; the Context's pool does the work.
 #pragma once
+
+#include <memory>
 
 #include <cstdint>
 #include <string>
@@ -28,6 +38,11 @@
 #include "common/status.h"
 #include "context/context.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
+
+namespace ubatch::grammar {
+class CompiledGrammar;
+}
 
 namespace ubatch::bench {
 
@@ -63,6 +78,9 @@ struct BenchOptions {
   bool warmup = true;                  // one short untimed decode before each test
   TensorType kv_type = TensorType::F16;
   int32_t kv_block_size = 16;
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;  // non-null: constrained decoding
+  std::string grammar_name;                                 // for the report (the file)
+  SamplingParams sampling;                                  // constrained decoding's sampling (seed + sequence)
 };
 
 struct BenchResult {
@@ -72,6 +90,11 @@ struct BenchResult {
   int32_t n_ubatch = 0;        // effective (≤ n_batch)
   std::vector<double> prompt_s;  // [reps] seconds of the prompt phase
   std::vector<double> gen_s;     // [reps] seconds of the generation phase
+  // Constrained decoding only: [reps] seconds of the generation phase spent in decode calls,
+  // and in grammar work (masks, masking the logits, advancing the matchers).
+  std::vector<double> decode_s, grammar_s;
+  int64_t grammar_rows = 0;       // constrained samples, all repetitions
+  int64_t grammar_restarts = 0;   // sentences completed (each starts a new one)
   Summary prompt_tps, gen_tps, total_tps;  // tokens/s over repetitions
   // Roofline (0 when not measured or not applicable):
   double gen_gbps = 0.0;        // mean weight GB/s streamed in generation

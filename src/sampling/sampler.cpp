@@ -390,7 +390,38 @@ void Sampler::accept(int32_t token) {
   }
 }
 
-int32_t Sampler::sample(const float* logits) {
+const float* Sampler::mask_logits(const float* logits, const uint64_t* allowed) {
+  const auto n = static_cast<size_t>(n_vocab_);
+  masked_.resize(n);
+  float* out = masked_.data();
+  for (size_t w = 0; w * 64 < n; ++w) {  // 64 tokens per mask word
+    const size_t b = w * 64, e = std::min(n, b + 64);
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0} && e - b == 64) {
+      std::copy(logits + b, logits + e, out + b);
+    } else if (bits == 0) {
+      std::fill(out + b, out + e, kNegInf);
+    } else {
+      for (size_t i = b; i < e; ++i) out[i] = (bits >> (i - b)) & 1 ? logits[i] : kNegInf;
+    }
+  }
+  return out;
+}
+
+int32_t Sampler::sample(const float* logits, const uint64_t* allowed) {
+  if (!allowed) return sample_logits(logits);
+  if (masked_.empty() || logits != masked_.data()) logits = mask_logits(logits, allowed);
+  const int32_t id = sample_logits(logits);
+  if ((allowed[static_cast<size_t>(id) / 64] >> (id % 64)) & 1) return id;
+  // Every allowed logit is -inf or NaN: the lowest allowed id.
+  const auto n = static_cast<size_t>(n_vocab_);
+  for (size_t w = 0; w * 64 < n; ++w)
+    if (allowed[w]) return static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(allowed[w])));
+  UBATCH_CHECK_MSG(false, "sampler: the mask allows no token");
+  return 0;
+}
+
+int32_t Sampler::sample_logits(const float* logits) {
   const auto n = static_cast<size_t>(n_vocab_);
 
   // 1. Bias and penalties.

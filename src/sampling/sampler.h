@@ -6,6 +6,8 @@
 // repeat_last_n tokens) and presence/frequency penalties (OpenAI API semantics) → if
 // temperature <= 0: greedy argmax (ties to the lowest id) → top-k → softmax with temperature
 // → top-p → min-p → draw. A Sampler belongs to one sequence and one thread.
+// An allowed-token mask (a grammar's, src/grammar/matcher.h) applies before everything else:
+// masked tokens count as -inf logits.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +41,15 @@ class Sampler {
   Sampler(const SamplingParams& params, int32_t n_vocab);
 
   // Chooses the next token from logits [n_vocab]. Does not record it (see accept).
-  int32_t sample(const float* logits);
+  // allowed: null, or a bitset [(n_vocab + 63) / 64] words (bit id % 64 of word id / 64) of
+  // the tokens that may be chosen; it must allow at least one token, and the token chosen is
+  // always one it allows.
+  int32_t sample(const float* logits, const uint64_t* allowed = nullptr);
+
+  // The logits [n_vocab] with the tokens `allowed` does not allow at -inf: a copy owned by
+  // the sampler, valid until the next call. sample(mask_logits(l, a), a) does not copy again
+  // (callers time the masking on its own this way).
+  const float* mask_logits(const float* logits, const uint64_t* allowed);
 
   // Records a token of the sequence (prompt or generated) for the penalties.
   void accept(int32_t token);
@@ -53,12 +63,15 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  int32_t sample_logits(const float* logits);
+
   SamplingParams params_;
   int32_t n_vocab_;
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;          // last repeat_last_n accepted tokens
   std::vector<int32_t> counts_;         // occurrences of each accepted token (the engine accepts prompt and generated tokens)
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
+  std::vector<float> masked_;           // [n_vocab] scratch: logits with disallowed tokens at -inf
 };
 
 }  // namespace ubatch

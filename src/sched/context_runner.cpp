@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "grammar/matcher.h"
+
 namespace ubatch::sched {
 
 DecodeResult ContextRunner::run(const Batch& batch, std::vector<RowSample>& rows) {
@@ -13,7 +15,25 @@ DecodeResult ContextRunner::run(const Batch& batch, std::vector<RowSample>& rows
     UBATCH_CHECK(k < rows.size());
     RowSample& row = rows[k++];
     const float* logits = ctx_.logits(i);
-    row.token = row.sampler->sample(logits);
+    if (row.grammar) {
+      // Constrained: the grammar's mask (cached by position), applied to a copy of the logits.
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::shared_ptr<const grammar::TokenMask> mask = row.grammar->mask();
+      const float* masked = mask->n_allowed > 0 ? row.sampler->mask_logits(logits, mask->bits.data()) : nullptr;
+      const auto t1 = std::chrono::steady_clock::now();
+      row.grammar_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+      if (!masked) {
+        row.token = -1;
+        continue;
+      }
+      row.token = row.sampler->sample(masked, mask->bits.data());
+      const auto t2 = std::chrono::steady_clock::now();
+      UBATCH_CHECK_MSG(row.grammar->accept(row.token), "context runner: the grammar rejected a token its mask allowed");
+      row.grammar_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t2).count();
+    } else {
+      row.token = row.sampler->sample(logits);
+    }
+    // Log-probabilities are the model's own (raw logits), as without a grammar.
     if (row.top_logprobs >= 0) {
       row.logprob = row.sampler->logprob_of(logits, row.token);
       row.top = row.sampler->top_logprobs(logits, row.top_logprobs);

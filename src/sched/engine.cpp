@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "context/context.h"
+#include "grammar/grammar_cache.h"
 #include "sched/context_runner.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -33,10 +34,11 @@ bool parse_policy(const std::string& s, Policy& out) {
 
 struct Engine::Impl {
   Impl(Context& c, const Tokenizer& t, const EngineConfig& cfg)
-      : ctx(c), tok(t), runner(c, t), config(cfg), sched(runner, cfg) {}
+      : ctx(c), tok(t), grammars(t), runner(c, t), config(cfg), sched(runner, cfg) {}
 
   Context& ctx;
   const Tokenizer& tok;
+  grammar::GrammarCache grammars;
   ContextRunner runner;
   EngineConfig config;
   Scheduler sched;
@@ -171,5 +173,6 @@ int32_t Engine::n_ctx_seq() const {
   return limit > 0 ? std::min(limit, cells) : cells;
 }
 int32_t Engine::n_vocab() const { return impl_->ctx.n_vocab(); }
+grammar::GrammarCache& Engine::grammars() { return impl_->grammars; }
 
 }  // namespace ubatch::sched

@@ -17,7 +17,10 @@
 namespace ubatch {
 class Context;
 class Tokenizer;
+namespace grammar {
+class GrammarCache;
 }
+}  // namespace ubatch
 
 namespace ubatch::sched {
 
@@ -80,6 +83,10 @@ class Engine {
   int32_t n_ctx() const;      // KV cache capacity in tokens, all sequences together
   int32_t n_ctx_seq() const;  // most tokens one request's sequence may hold (<= n_ctx())
   int32_t n_vocab() const;
+
+  // Thread-safe. Compiles grammars for this engine's vocabulary, keeping recent ones
+  // (Request::grammar takes what it returns).
+  grammar::GrammarCache& grammars();
 
  private:
   struct Impl;

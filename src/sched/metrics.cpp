@@ -53,6 +53,10 @@ std::string perf_summary(const MetricsSnapshot& m, double wall_ms) {
        m.kv_peak_blocks_used, m.kv_blocks_total, m.kv_block_size, m.kv_blocks_cached);
   out += fmt::format("perf: preemptions     {} ({} memory, {} priority)\n", m.preemptions, m.preemptions_memory,
        m.preemptions_priority);
+  if (m.grammar_rows > 0)
+    out += fmt::format("perf: grammar masks   {:.2f} ms over {} constrained rows ({:.3f} ms/row), {:.2f}% of busy time\n",
+                       m.grammar_ms, m.grammar_rows, m.grammar_ms / static_cast<double>(m.grammar_rows),
+                       m.busy_ms > 0 ? 100.0 * m.grammar_ms / m.busy_ms : 0.0);
   return out;
 }
 

@@ -44,6 +44,8 @@ struct MetricsSnapshot {
   uint64_t preemptions_memory = 0;    // a decode found no KV room
   uint64_t preemptions_priority = 0;  // a waiting request outranked it (no slot or KV room)
   double busy_ms = 0;               // time spent in steps
+  double grammar_ms = 0;            // of busy_ms: on grammars (masks, masking logits, advancing), all rows
+  uint64_t grammar_rows = 0;        // rows sampled under a grammar
   // Gauges.
   int64_t queued = 0;
   int64_t running = 0;

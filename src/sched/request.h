@@ -20,6 +20,10 @@
 
 #include "sampling/sampler.h"
 
+namespace ubatch::grammar {
+class CompiledGrammar;
+}
+
 namespace ubatch::sched {
 
 using Clock = std::chrono::steady_clock;
@@ -43,6 +47,10 @@ struct Request {
   int64_t deadline_ms = 0;          // > 0: wanted done within this many ms of arrival
   DeadlinePolicy deadline_policy = DeadlinePolicy::Strict;
   int32_t top_logprobs = -1;        // >= 0: report the chosen token's logprob and this many alternatives
+  // Non-null: every sample is a sentence of this grammar (src/grammar/, compiled for the
+  // engine's vocabulary, e.g. by Engine::grammars()). A sample whose grammar completes ends
+  // with Stop; one that reaches max_tokens first ends with Length, its text incomplete.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error, Deadline };

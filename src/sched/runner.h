@@ -13,15 +13,21 @@
 #include "kv/kv_cache.h"
 #include "sampling/sampler.h"
 
+namespace ubatch::grammar {
+class Matcher;
+}
+
 namespace ubatch::sched {
 
 // One batch row with logits to sample: filled in by the runner.
 struct RowSample {
   Sampler* sampler = nullptr;
+  grammar::Matcher* grammar = nullptr;  // non-null: sample only what it allows, then advance it
   int32_t top_logprobs = -1;        // >= 0: fill logprob and `top`
-  int32_t token = -1;               // out
+  int32_t token = -1;               // out; -1 when the grammar allows no token at all
   TokenLogprob logprob{-1, 0.0f};   // out
   std::vector<TokenLogprob> top;    // out
+  double grammar_ms = 0;            // out: time on the grammar (mask, masking the logits, advance)
 };
 
 class Runner {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "grammar/matcher.h"
 #include "sched/admission.h"
 #include "sched/preemption.h"
 
@@ -25,6 +26,7 @@ struct Scheduler::Seq {
   bool done = false;
   bool admitted_once = false;
   Sampler sampler;
+  std::optional<grammar::Matcher> grammar;  // with a grammar: its state after the tokens generated so far
   Utf8StreamDecoder utf8;
   StopMatcher stop;
   double last_token_ms = -1;
@@ -79,6 +81,9 @@ std::optional<SubmitError> Scheduler::validate(const Request& r) const {
   if (r.n < 1) return invalid(fmt::format("n must be >= 1, got {}", r.n));
   for (const auto& [id, bias] : r.sampling.logit_bias)
     if (id < 0 || id >= n_vocab) return invalid(fmt::format("logit_bias token {} is outside the vocabulary [0, {})", id, n_vocab));
+  if (r.grammar && r.grammar->vocabulary().n_vocab() != n_vocab)
+    return invalid(fmt::format("the grammar was compiled for a vocabulary of {} tokens, the model has {}",
+                               r.grammar->vocabulary().n_vocab(), n_vocab));
   const KvCache& kv = runner_.kv();
   const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
   if (n_prompt > kv.n_cells())
@@ -128,6 +133,7 @@ std::optional<SubmitError> Scheduler::submit(uint64_t id, Request request, std::
     s->n_prompt = static_cast<int32_t>(s->tokens.size());
     s->wait_since_ms = r->arrival_ms;
     for (int32_t t : s->tokens) s->sampler.accept(t);
+    if (r->request.grammar) s->grammar.emplace(r->request.grammar);  // each sample from the start
     waiting_.push_back(s.get());
     r->seqs.push_back(std::move(s));
   }
@@ -588,6 +594,7 @@ bool Scheduler::step() {
       if (last) {
         RowSample row;
         row.sampler = &s.sampler;
+        row.grammar = s.grammar ? &*s.grammar : nullptr;
         row.top_logprobs = s.req->request.top_logprobs;
         rows.push_back(row);
         row_seq.push_back(&s);
@@ -637,6 +644,15 @@ bool Scheduler::step() {
     metrics_.prompt_tokens += prompt_tokens;
     metrics_.busy_ms += t1 - t0;
   }
+  double grammar_ms = 0;
+  uint64_t grammar_rows = 0;
+  for (const RowSample& row : rows)
+    if (row.grammar) grammar_ms += row.grammar_ms, ++grammar_rows;
+  if (grammar_rows > 0) {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    metrics_.grammar_ms += grammar_ms;
+    metrics_.grammar_rows += grammar_rows;
+  }
   for (size_t k = 0; k < rows.size(); ++k)
     if (!row_seq[k]->done) on_token(*row_seq[k], rows[k], t1);
   update_gauges();
@@ -659,6 +675,10 @@ void Scheduler::emit_text(Seq& s, const std::string& text, const RowSample* row)
 void Scheduler::on_token(Seq& s, const RowSample& row, double now) {
   Req& r = *s.req;
   const int32_t id = row.token;
+  if (id < 0) {  // the grammar allows no token of this vocabulary here
+    finish_seq(s, FinishReason::Error, "grammar: no token of the vocabulary can continue the output here");
+    return;
+  }
   s.tokens.push_back(id);
   ++s.n_generated;
   ++r.usage.completion_tokens;
@@ -680,6 +700,10 @@ void Scheduler::on_token(Seq& s, const RowSample& row, double now) {
   std::string text = s.stop.push(s.utf8.push(runner_.token_to_piece(id)), &stopped);
   emit_text(s, text, &row);
   if (stopped) {
+    finish_seq(s, FinishReason::Stop);
+    return;
+  }
+  if (s.grammar && s.grammar->is_complete()) {  // a complete sentence that nothing may extend
     finish_seq(s, FinishReason::Stop);
     return;
   }

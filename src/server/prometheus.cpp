@@ -97,6 +97,10 @@ std::string render_prometheus(const sched::MetricsSnapshot* m, const ServerMetri
                   "priority: a waiting request outranked it)", "cause",
                   {{"memory", m->preemptions_memory}, {"priority", m->preemptions_priority}});
   counter_f(out, "ubatch_busy_seconds_total", "time spent in engine steps", m->busy_ms / 1000.0);
+  counter_f(out, "ubatch_grammar_seconds_total",
+            "of the step time, time on grammars (masks, masking logits, advancing) for constrained rows",
+            m->grammar_ms / 1000.0);
+  counter(out, "ubatch_grammar_rows_total", "rows sampled under a grammar (structured output)", m->grammar_rows);
 
   gauge(out, "ubatch_requests_queued", "requests waiting to be scheduled", static_cast<double>(m->queued));
   gauge(out, "ubatch_requests_running", "requests with sequences in the running set", static_cast<double>(m->running));

@@ -14,6 +14,7 @@
 #include "server/errors.h"
 #include "server/json_request.h"
 #include "server/sse.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ubatch::server {
@@ -267,6 +268,7 @@ void handle(ServerState& state, Endpoint endpoint, const httplib::Request& req, 
   ParsedRequest parsed;
   if (auto e = parse_completion_request(body, endpoint, *b->tokenizer, b->chat_template, limits, parsed))
     return send_error(res, *e);
+  if (auto e = parse_structured_output(req.body, b->engine->grammars(), parsed)) return send_error(res, *e);
 
   const size_t n_prompt = parsed.request.prompt.size();
   sched::Engine::Submitted sub = b->engine->submit(parsed.request);
@@ -275,9 +277,9 @@ void handle(ServerState& state, Endpoint endpoint, const httplib::Request& req, 
     return send_error(res, submit_error(sub));
   }
   const uint64_t id = sub.stream->id();
-  spdlog::info("request {:x} {}: {} prompt tokens, n {}, max_tokens {}, stream {}, priority {}, deadline_ms {}", id,
+  spdlog::info("request {:x} {}: {} prompt tokens, n {}, max_tokens {}, stream {}, priority {}, deadline_ms {}{}", id,
                req.path, n_prompt, parsed.request.n, parsed.request.max_tokens, parsed.stream, parsed.request.priority,
-               parsed.request.deadline_ms);
+               parsed.request.deadline_ms, parsed.request.grammar ? ", grammar" : "");
   if (state.config.log_prompts) spdlog::info("request {:x} prompt: {}", id, parsed.prompt_text);
 
   ResponseMeta meta;

@@ -4,7 +4,10 @@
 // generation, the matmul kernel's peak and the int8 multiply-accumulate peaks for prompt
 // processing). --peaks-only runs just the machine probes (bandwidth, int8 peaks), no model.
 // Logic in bench/llm_bench.h; usage in docs/BENCH_TOOLS.md.
+#include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
+#include <sstream>
 #include <set>
 #include <thread>
 
@@ -13,6 +16,9 @@
 #include "bench/llm_bench.h"
 #include "bench/membw.h"
 #include "bench/roofline.h"
+#include "gguf/gguf.h"
+#include "grammar/grammar_cache.h"
+#include "tokenizer/tokenizer.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "tools/command.h"
@@ -36,6 +42,8 @@ struct BenchCliOptions {
   int64_t bw_mib = 0;
   int probe_runs = 5;
   bool single_given = false;  // -p or -n on the command line
+  std::string grammar_file, json_schema_file;  // constrained decoding
+  float temperature = 0.8f;                    // its sampling
 };
 
 template <typename T>
@@ -155,6 +163,29 @@ int run_bench(const BenchCliOptions& o) {
     m.peaks.push_back(p);
   }
 
+  // Constrained decoding: the grammar compiled for the model's vocabulary.
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<grammar::GrammarCache> grammars;
+  if (!o.grammar_file.empty() || !o.json_schema_file.empty()) {
+    const bool gbnf = !o.grammar_file.empty();
+    const std::string& path = gbnf ? o.grammar_file : o.json_schema_file;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return fmt::print(stderr, "error: cannot read {}\n", path), 1;
+    std::stringstream text;
+    text << in.rdbuf();
+    Result<std::unique_ptr<gguf::File>> file = gguf::File::open(o.model);
+    if (!ok_or_print(file)) return 1;
+    Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*file.value());
+    if (!ok_or_print(tok)) return 1;
+    tokenizer = std::move(tok.value());
+    grammars = std::make_unique<grammar::GrammarCache>(*tokenizer);
+    auto g = grammars->get(gbnf ? grammar::GrammarKind::Gbnf : grammar::GrammarKind::JsonSchema, text.str());
+    if (!g) return fmt::print(stderr, "error: {}: {}\n", path, g.message()), 1;
+    report.options.grammar = g.value();
+    report.options.grammar_name = std::filesystem::path(path).filename().string();
+    report.options.sampling.temperature = o.temperature;
+    report.options.sampling.seed = o.seed;
+  }
   BenchOptions bo = report.options;
   for (const BenchConfig& cfg : expand_configs(threads.value(), n_batch.value(), n_ubatch.value())) {
     ContextParams cp;
@@ -221,6 +252,11 @@ std::function<int()> setup_bench(CLI::App& sub) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   sub.add_option("--probe-runs", o->probe_runs, "runs of each probe (the best counts)")->capture_default_str()
       ->check(CLI::Range(1, 100));
+  CLI::Option* gr = sub.add_option("--grammar", o->grammar_file,
+                                   "constrained decoding: sample every generated token under this GBNF grammar (file) "
+                                   "and time the grammar work against the decode calls");
+  sub.add_option("--json-schema", o->json_schema_file, "constrained decoding under a JSON Schema (file)")->excludes(gr);
+  sub.add_option("--temp", o->temperature, "constrained decoding: sampling temperature (0: greedy)")->capture_default_str();
   return [o, p, n] {
     o->single_given = p->count() > 0 || n->count() > 0;
     return run_bench(*o);

@@ -4,6 +4,7 @@
 // stops it: requests in flight are cancelled, threads joined.
 #include <pthread.h>
 #include <chrono>
+#include <thread>
 #include <signal.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "grammar/grammar_cache.h"
 #include "sched/engine.h"
 #include "server/http_server.h"
 #include "tools/command.h"
@@ -90,6 +92,9 @@ int run_serve(ServeOptions& o) {
   int exit_code = 0;
   {
     sched::Engine engine(*loaded->context, *loaded->tokenizer, o.engine);
+    // The grammar vocabulary (token pieces and trie) is built in the background, so the first
+    // structured-output request does not pay for it (one arriving earlier waits for it).
+    std::thread grammar_warm_up([&engine] { engine.grammars().warm_up(); });
     http.set_backend(engine, *loaded->tokenizer);
     spdlog::info("ready: model {} loaded in {:.0f} ms; n_ctx {} (KV cells, all sequences; {} per request), policy {}, "
                  "n_parallel {}, n_batch {}",
@@ -100,6 +105,7 @@ int run_serve(ServeOptions& o) {
     sigwait(&signals, &sig);
     spdlog::info("signal {}: shutting down", sig);
     http.stop();  // before the engine goes: no handler may touch it afterwards
+    grammar_warm_up.join();
     if (o.perf) {
       const double wall_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_ready).count();
