@@ -1012,16 +1012,18 @@ class Soak:
 # ----------------------------------------------------------------------------- server, metrics, memory
 
 class Server:
-    def __init__(self, args):
-        self.args = args
+    """A `ubatch serve` process started here (start()) or one already running (pid given)."""
+
+    def __init__(self, binary=None, model=None, server_args=(), pid=None):
+        self.binary, self.model, self.server_args = binary, model, list(server_args)
         self.proc = None
         self.log_path = None
-        self.host, self.port, self.pid = "127.0.0.1", None, args.pid
+        self.host, self.port, self.pid = "127.0.0.1", None, pid
 
     def start(self):
-        a = self.args
-        fd, self.log_path = tempfile.mkstemp(prefix="ubatch_soak_", suffix=".log")
-        cmd = [a.binary, "serve", "-m", a.model, "--port", "0"] + a.server_args
+        """Starts it on a free port (--port 0) and reads the port from its log."""
+        fd, self.log_path = tempfile.mkstemp(prefix="ubatch_serve_", suffix=".log")
+        cmd = [self.binary, "serve", "-m", self.model, "--port", "0"] + self.server_args
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fd)
         os.close(fd)
@@ -1166,20 +1168,24 @@ def table(rows, headers):
     print()
 
 
-async def run(args, server):
-    host, port = server.host, server.port
-    # Ready?
-    deadline = time.monotonic() + args.ready_timeout
+async def wait_ready(server, seconds):
+    """Polls /health until 200 (the model loaded)."""
+    deadline = time.monotonic() + seconds
     while True:
         try:
-            status, _ = await simple_get(host, port, "/health", timeout=5)
+            status, _ = await simple_get(server.host, server.port, "/health", timeout=5)
             if status == 200:
-                break
+                return
         except (OSError, ConnectionLost, ProtocolError, asyncio.TimeoutError):
             pass
         if not server.alive() or time.monotonic() > deadline:
             raise RuntimeError(f"/health never answered 200:\n{server.log_tail()}")
         await asyncio.sleep(0.1)
+
+
+async def run(args, server):
+    host, port = server.host, server.port
+    await wait_ready(server, args.ready_timeout)
     status, body = await simple_get(host, port, "/v1/models")
     model = json.loads(body)["data"][0]
     meta = model["meta"]
@@ -1387,7 +1393,7 @@ def main():
     ap.add_argument("server_args", nargs="*", help="after --: extra `ubatch serve` arguments")
     args = ap.parse_args()
 
-    server = Server(args)
+    server = Server(args.binary, args.model, args.server_args, args.pid)
     if args.url:
         m = re.fullmatch(r"http://([^:/]+):(\d+)/?", args.url)
         if not m:
