@@ -416,14 +416,21 @@ def valid_misc(rng, ctx):
     return "GET", "/metrics", None, dict(kind="metrics")
 
 
+# The malformed kinds in rotation, as points of the bands of malformed() below (20 slots weighted
+# like the bands): the n-th malformed job of a run takes slot n % 20, so every kind comes up in
+# every 20 malformed requests (a short CI run covers them all); variants within a kind are random.
+MALFORMED_SLOTS = [0.02, 0.07, 0.12, 0.17, 0.22, 0.27, 0.32, 0.37, 0.42, 0.47, 0.52, 0.6, 0.65, 0.7, 0.74, 0.78,
+                   0.8, 0.85, 0.9, 0.95]
+
+
 # Malformed requests: (kind, raw request bytes, allowed statuses, expected error code or None).
-def malformed(rng, ctx):
+def malformed(rng, ctx, ordinal=None):
     def post(path, body_bytes, **kw):
         return http_request("POST", path, body_bytes, keep_alive=False, **kw)
 
     cpath = "/v1/completions"
     chpath = "/v1/chat/completions"
-    r = rng.random()
+    r = rng.random() if ordinal is None else MALFORMED_SLOTS[ordinal % len(MALFORMED_SLOTS)]
     if r < 0.15:
         body = rng.choice([b'{"prompt": "hi", "max_tokens": 4', b'{prompt: "hi"}', b"not json at all",
                            b'{"prompt": "hi",}', b'{"prompt": "hi"} trailing', b"", b"[1, 2, 3]", b"null",
@@ -720,6 +727,11 @@ class Soak:
         self.stale_retries = 0
         self.reused = 0
         self.on_progress = None
+        # Each job's category is its rng's first draw; the malformed ones are numbered in job order.
+        self.malformed_ordinal = {}
+        for i in range(args.requests):
+            if self.job_rng(i).random() < args.malformed_share:
+                self.malformed_ordinal[i] = len(self.malformed_ordinal)
 
     def job_rng(self, i):
         return random.Random(self.seed * 1_000_003 + i)
@@ -737,7 +749,7 @@ class Soak:
             t0 = time.monotonic()
             try:
                 if r < self.args.malformed_share:
-                    res = await asyncio.wait_for(self.malformed_job(rng), self.args.timeout)
+                    res = await asyncio.wait_for(self.malformed_job(rng, self.malformed_ordinal[i]), self.args.timeout)
                 elif r < self.args.malformed_share + self.args.disconnect_share:
                     res = await asyncio.wait_for(self.disconnect_job(rng), self.args.timeout)
                 else:
@@ -966,8 +978,8 @@ class Soak:
             conn.close()
 
     # -- malformed requests
-    async def malformed_job(self, rng):
-        kind, raw, statuses, code = malformed(rng, self.ctx)
+    async def malformed_job(self, rng, ordinal):
+        kind, raw, statuses, code = malformed(rng, self.ctx, ordinal)
         conn = await self.connect()
         try:
             # Send while reading: the server may answer (and close) before it has read it all.
