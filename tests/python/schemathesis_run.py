@@ -26,6 +26,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -83,11 +84,13 @@ def main():
                "--workers", args.workers, "--request-timeout", "120", "--no-color",
                "--generation-database", "none", "--suppress-health-check", "too_slow,filter_too_much"]
         if args.report_dir:
-            cmd += ["--report", "junit,ndjson", "--report-dir", args.report_dir]
+            cmd += ["--report", "junit,ndjson", "--report-dir", os.path.abspath(args.report_dir)]
         print("running: schemathesis " + " ".join(cmd[3:]), flush=True)
         t0 = time.monotonic()
         try:
-            st = subprocess.run(cmd, timeout=args.timeout, stdin=subprocess.DEVNULL)
+            # In a scratch directory: schemathesis keeps a .schemathesis/ cache in its working directory.
+            with tempfile.TemporaryDirectory(prefix="ubatch_schemathesis_") as scratch:
+                st = subprocess.run(cmd, timeout=args.timeout, stdin=subprocess.DEVNULL, cwd=scratch)
             st_code = st.returncode
         except subprocess.TimeoutExpired:
             print(f"FAIL: schemathesis did not finish within {args.timeout} s")
