@@ -422,11 +422,11 @@ def valid_misc(rng, ctx):
     return "GET", "/metrics", None, dict(kind="metrics")
 
 
-# The malformed kinds in rotation, as points of the bands of malformed() below (20 slots weighted
-# like the bands): the n-th malformed job of a run takes slot n % 20, so every kind comes up in
-# every 20 malformed requests (a short CI run covers them all); variants within a kind are random.
-MALFORMED_SLOTS = [0.02, 0.07, 0.12, 0.17, 0.22, 0.27, 0.32, 0.37, 0.42, 0.47, 0.52, 0.6, 0.65, 0.7, 0.74, 0.78,
-                   0.8, 0.85, 0.9, 0.95]
+# The malformed kinds in rotation, as points of the bands of malformed() below (21 slots weighted
+# about like the bands): the n-th malformed job of a run takes slot n % 21, so every kind comes up
+# in every 21 malformed requests (a short CI run covers them all); variants within a kind are random.
+MALFORMED_SLOTS = [0.02, 0.07, 0.12, 0.17, 0.22, 0.27, 0.32, 0.37, 0.42, 0.47, 0.52, 0.6, 0.65, 0.7, 0.72, 0.75,
+                   0.78, 0.8, 0.85, 0.9, 0.95]
 
 
 # Malformed requests: (kind, raw request bytes, allowed statuses, expected error code or None).
@@ -481,7 +481,7 @@ def malformed(rng, ctx, ordinal=None):
         depth = rng.randint(65, 5000)
         body = b'{"prompt": "x", "a": ' + b"[" * depth + b"]" * depth + b"}"
         return "deep_nesting", post(cpath, body), {400}, "invalid_json"
-    if r < 0.76:
+    if r < 0.735:
         # More tokens than the per-request context (each word is about one token).
         n_words = int(ctx.n_ctx * 1.3) + 64
         text = " ".join(rng.choice(WORDS) for _ in range(n_words))
@@ -492,6 +492,15 @@ def malformed(rng, ctx, ordinal=None):
             body = {"messages": [{"role": "user", "content": text}], "max_tokens": 4}
             path = chpath
         return "oversize_prompt", post(path, json.dumps(body).encode()), {400}, "context_length_exceeded"
+    if r < 0.76:
+        # A prompt as large as --max-body lets through (90-99% of it): refused for the context,
+        # and cheaply (it must not cost the server seconds and hundreds of MiB to find out).
+        sentence = words(rng, 20, 40) + ". "
+        text = sentence * (int(ctx.max_body * rng.uniform(0.9, 0.99)) // len(sentence))
+        chat = rng.random() < 0.5
+        body = {"messages": [{"role": "user", "content": text}]} if chat else {"prompt": text}
+        return "huge_prompt", post(chpath if chat else cpath, json.dumps(body).encode()), {400}, \
+            "context_length_exceeded"
     if r < 0.79:
         body = b'{"prompt": "' + b"x" * (ctx.max_body + 1024) + b'"}'
         return "oversize_body", post(cpath, body), {413}, "request_too_large"
