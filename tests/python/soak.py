@@ -398,11 +398,56 @@ def valid_completion(rng, ctx, chat, stream=None, max_tokens=None):
         body["ignore_eos"] = True
     if rng.random() < 0.1:
         body["user"] = "soak"
+    constraint = None
+    if rng.random() < 0.06:
+        constraint = structured_output(rng, body)
     path = ("/v1/chat/completions" if chat else "/v1/completions") if rng.random() < 0.9 else \
         ("/chat/completions" if chat else "/completions")
     expect = dict(kind="chat" if chat else "completions", stream=stream, n=n, max_tokens=mt,
-                  include_usage=include_usage, top_logprobs=top_logprobs, strict_deadline=strict)
+                  include_usage=include_usage, top_logprobs=top_logprobs, strict_deadline=strict,
+                  constraint=constraint)
     return path, body, expect
+
+
+def structured_output(rng, body):
+    """Adds a constraint (docs/API.md, Structured output) to a request body; returns how a
+    choice that ends with "stop" must read: ("json", required keys) or ("regex", pattern).
+    Schemas use random property names, so the server's grammar cache meets many of them."""
+    body.pop("stop", None)  # a stop string would cut the text short of the grammar
+    r = rng.random()
+    if r < 0.3:
+        body["response_format"] = {"type": "json_object"}
+        return ("json", [])
+    if r < 0.7:
+        names = rng.sample(WORDS[-60:], rng.randint(1, 3))
+        types = {"string": {"type": "string", "maxLength": 12}, "integer": {"type": "integer", "minimum": 0},
+                 "boolean": {"type": "boolean"}}
+        schema = {"type": "object", "properties": {k: types[rng.choice(list(types))] for k in names},
+                  "required": names, "additionalProperties": False}
+        if rng.random() < 0.5:
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "soak", "strict": True, "schema": schema}}
+        else:
+            body["json_schema"] = schema
+        return ("json", names)
+    body["grammar"] = 'root ::= " "? ("yes" | "no" | [0-9]{1,3}) "."'
+    return ("regex", r" ?(yes|no|[0-9]{1,3})\.")
+
+
+def check_constraint(text, finish, exp):
+    """A constrained choice that stopped is a sentence of its grammar."""
+    c = exp.get("constraint")
+    if c is None or finish != "stop":
+        return
+    if c[0] == "regex":
+        need(re.fullmatch(c[1], text) is not None, f"grammar output {text!r}")
+        return
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise Bad(f"constrained output is not JSON: {text[:120]!r}")
+    need(isinstance(doc, dict), f"constrained output is not an object: {text[:120]!r}")
+    need(all(k in doc for k in c[1]), f"constrained output lacks {c[1]}: {text[:120]!r}")
 
 
 def valid_misc(rng, ctx):
@@ -626,6 +671,8 @@ def check_completion(doc, exp):
         finishes.append(c["finish_reason"])
         check_logprobs(c.get("logprobs"), exp, chat)
     check_usage(doc.get("usage"), exp, finishes)
+    for c in choices:
+        check_constraint(texts[c["index"]], c["finish_reason"], exp)
     return [(texts[c["index"]], c["finish_reason"]) for c in sorted(choices, key=lambda c: c["index"])]
 
 
@@ -693,6 +740,8 @@ class StreamChecker:
         need(self.done, f"stream ended without [DONE] after {self.frames} frames")
         need(sorted(self.finished) == list(range(self.exp["n"])),
              f"final chunks for choices {sorted(self.finished)} of n={self.exp['n']}")
+        for i, f in self.finished.items():
+            check_constraint(self.texts[i], f, self.exp)
         if self.exp["include_usage"]:
             need(self.usage is not None, "no usage chunk")
             check_usage(self.usage, self.exp, list(self.finished.values()))
