@@ -962,6 +962,8 @@ class Soak:
                 raise Bad(f"{kind}: {e}")
             return Result("valid", kind, "200", 200), keep_ok and not getattr(resp, "until_close", False)
         label = f"{kind}{' stream' if exp['stream'] else ''}"
+        if exp.get("constraint"):
+            label += " constrained"
         if resp.status != 200:
             body = await conn.read_body(resp, method)
             err = check_error_body(body)
