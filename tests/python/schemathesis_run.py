@@ -12,8 +12,10 @@ then runs `schemathesis run SCHEMA --url http://127.0.0.1:PORT` in positive and 
 (schema-valid and schema-breaking requests) with the checks in --checks. Then the server must
 still be alive, answer /health, and exit 0 on SIGTERM.
 
-Checks by default: not_a_server_error (no 5xx, ever), status_code_conformance (only statuses the
-document lists), content_type_conformance, response_schema_conformance (bodies match the
+Checks by default: ubatch_no_server_error (tests/python/schemathesis_hooks.py: no 5xx but the
+documented refusals 503 queue_full / deadline_unattainable and 504 deadline_exceeded, told by
+their error code), status_code_conformance (only statuses the document lists),
+content_type_conformance, response_schema_conformance (bodies and SSE events match the
 document's schemas). Not by default: positive_data_acceptance (a schema-valid request may still
 get a documented 400, e.g. prompt + max_tokens over the context) and negative_data_rejection
 (the API ignores unknown fields, as the OpenAI API does).
@@ -34,7 +36,9 @@ from soak import Server, simple_get, wait_ready  # noqa: E402
 
 SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
+DEFAULT_CHECKS = ("ubatch_no_server_error,status_code_conformance,content_type_conformance,"
+                  "response_schema_conformance")
+HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemathesis_hooks.py")
 SMALL_CAPS = {"--max-tokens": "16", "--max-n": "2", "--n-ctx": "4096"}
 
 
@@ -90,7 +94,8 @@ def main():
         try:
             # In a scratch directory: schemathesis keeps a .schemathesis/ cache in its working directory.
             with tempfile.TemporaryDirectory(prefix="ubatch_schemathesis_") as scratch:
-                st = subprocess.run(cmd, timeout=args.timeout, stdin=subprocess.DEVNULL, cwd=scratch)
+                env = dict(os.environ, SCHEMATHESIS_HOOKS=HOOKS)
+                st = subprocess.run(cmd, timeout=args.timeout, stdin=subprocess.DEVNULL, cwd=scratch, env=env)
             st_code = st.returncode
         except subprocess.TimeoutExpired:
             print(f"FAIL: schemathesis did not finish within {args.timeout} s")
