@@ -21,7 +21,6 @@ class ServerHttp : public ::testing::Test {
     o.server.max_body = 64 * 1024;
     o.server.max_n = 8;
     o.server.max_tokens_cap = 4096;
-    o.server.http_threads = 16;
     o.engine.n_parallel = 2;  // n: 5 must still complete
     o.engine.n_batch = 64;
     o.n_ctx = 512;
@@ -565,7 +564,6 @@ TEST(ServerLifecycle, QueueFullIs503WithRetryAfter) {
   o.engine.n_parallel = 1;
   o.engine.max_queue = 1;
   o.engine.n_batch = 64;
-  o.server.http_threads = 16;
   o.n_ctx = 2048;
   std::unique_ptr<ServedModel> s = serve_model(tiny_model(), o);
   ASSERT_NE(s, nullptr);
