@@ -1,6 +1,5 @@
 #include "server/routes_completions.h"
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <ctime>
@@ -67,7 +66,7 @@ std::optional<ApiError> deadline_outcome(const sched::Event& done, const std::ve
 // notifier posts pump() to the connection's strand, which drains the stream (try_next) and
 // answers — one JSON body, or Server-Sent Events as tokens come. Nothing here ever waits.
 // Owned by the exchange's abort handler until the response is queued (then by whoever runs
-// pump); the stream's notifier holds it weakly.
+// pump); the stream's notifier (an Exchange::waker) holds it weakly.
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
   CompletionJob(ServerState& state, sched::Engine& engine, const Tokenizer& tok, const ParsedRequest& parsed,
@@ -90,18 +89,16 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   // Wires the exchange and the stream to this job; events already queued are pumped at once.
   void start() {
     ex_->on_abort([self = shared_from_this()](http::AbortReason why) { self->abort(why); });
-    std::weak_ptr<CompletionJob> weak = weak_from_this();
-    stream_->set_notifier([weak] {
-      // Engine thread: post at most one pump at a time, never block.
-      if (auto self = weak.lock())
-        if (!self->wake_pending_.exchange(true)) self->ex_->post([self] { self->pump(); });
-    });
+    // The engine thread calls the waker after each push: it posts at most one pump at a time
+    // to the connection's strand, never blocks, and holds this job only weakly.
+    stream_->set_notifier(ex_->waker([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->pump();
+    }));
     if (state_.stopping) abort(http::AbortReason::ShuttingDown);
   }
 
  private:
   void pump() {
-    wake_pending_ = false;
     sched::Event ev;
     while (!over_ && stream_->try_next(ev)) {
       if (streaming_)
@@ -258,7 +255,6 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   ChunkBuilder builder_;            // streamed
   std::vector<sched::Event> early_;     // streamed: Finish events before the first token
   std::vector<sched::Event> finishes_;  // Finish events (deadline outcome)
-  std::atomic<bool> wake_pending_{false};
   bool stream_started_ = false;
   bool stream_counted_out_ = false;
   bool done_ = false;  // Done event seen

@@ -1,5 +1,6 @@
 #include "server/http/connection.h"
 
+#include <atomic>
 #include <limits>
 
 #include <boost/asio/post.hpp>
@@ -75,6 +76,7 @@ class ExchangeImpl final : public Exchange {
   ExchangeImpl(std::shared_ptr<Connection> conn, Request req) : conn_(std::move(conn)), req_(std::move(req)) {}
   const Request& request() const override { return req_; }
   void post(std::function<void()> fn) override { conn_->post(std::move(fn)); }
+  std::function<void()> waker(std::function<void()> task) override { return conn_->waker(std::move(task)); }
   void respond(Response res) override {
     if (conn_->is_current(this)) conn_->respond(std::move(res));
   }
@@ -147,6 +149,38 @@ void Connection::post(std::function<void()> fn) {
         self->close_now();
     }
   });
+}
+
+namespace {
+// The state of one waker (Exchange::waker): nothing of Asio, so that whichever thread drops
+// it last may do so after the I/O context is gone.
+struct Waker {
+  std::shared_ptr<ServerCore> core;
+  std::weak_ptr<Connection> conn;
+  std::function<void()> task;
+  std::atomic<bool> pending{false};
+};
+}  // namespace
+
+std::function<void()> Connection::waker(std::function<void()> task) {
+  auto w = std::make_shared<Waker>();
+  w->core = core_;
+  w->conn = weak_from_this();
+  w->task = std::move(task);
+  return [w] {
+    if (w->pending.exchange(true)) return;  // a run is already on its way
+    // Under the gate the I/O context is alive, and so it stays while the connection reference
+    // taken here is dropped (even if it is the last one).
+    std::lock_guard<std::mutex> lock(w->core->gate_mutex);
+    if (!w->core->gate_open) return;
+    std::shared_ptr<Connection> c = w->conn.lock();
+    if (!c) return;
+    net::post(c->executor_, [w] {
+      w->pending = false;
+      std::shared_ptr<Connection> self = w->conn.lock();
+      if (self && self->phase_ != Phase::Closed) w->task();
+    });
+  };
 }
 
 bool Connection::is_current(const ExchangeImpl* ex) const {

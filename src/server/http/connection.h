@@ -67,6 +67,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // For ExchangeImpl (on the strand unless said otherwise).
   void post(std::function<void()> fn);  // any thread
+  std::function<void()> waker(std::function<void()> task);  // see Exchange::waker
   bool is_current(const ExchangeImpl* ex) const;
   void respond(Response res);
   void start_stream(Response head);

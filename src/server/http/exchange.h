@@ -2,9 +2,11 @@
 // possibly from another thread, and to stream a body (Server-Sent Events).
 //
 // Threads: every connection runs on its own strand of the server's I/O threads. The handler
-// is called on that strand; every method below except post() must be called on it too —
-// inside the handler, or inside a function given to post(). post() is thread-safe and never
-// blocks: the engine thread uses it (through sched::Stream's notifier) to wake the handler.
+// is called on that strand; every method below except post() and waker() must be called on
+// it too — inside the handler, or inside a function run by post() or a waker. Another thread
+// must never drop the last reference to an exchange (it owns sockets of the I/O context):
+// a thread that is not an I/O thread wakes the handler through a waker(), which holds no
+// strong reference (the engine thread, through sched::Stream's notifier).
 //
 // Ending: exactly one of respond() or start_stream() … end_stream() answers the request.
 // The abort handler (on_abort) runs once, on the strand, when the exchange can no longer be
@@ -33,8 +35,17 @@ class Exchange {
   virtual const Request& request() const = 0;
 
   // Runs fn on this exchange's strand (never inline). Thread-safe, never blocks. fn is
-  // dropped when the server has stopped.
+  // dropped when the server has stopped. The caller keeps a reference to the exchange: use
+  // it from threads that outlive no server (tests), else use waker().
   virtual void post(std::function<void()> fn) = 0;
+
+  // A function any thread may call, any number of times, that never blocks: each call runs
+  // `task` on this exchange's strand, calls made while one run is pending being merged into
+  // it. It holds no strong reference to the exchange or its connection (only weak ones, taken
+  // and dropped under the server's stop gate), so it may live on in another thread's data
+  // (a stream's notifier); once the connection is gone or the server stopped it does nothing.
+  // `task` should hold its own state weakly too.
+  virtual std::function<void()> waker(std::function<void()> task) = 0;
 
   // Answers with a whole response. Ignored once answered.
   virtual void respond(Response res) = 0;
