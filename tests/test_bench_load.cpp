@@ -15,7 +15,7 @@
 #include "bench/load_driver.h"
 #include "bench/prompts.h"
 
-#include "common/httplib_include.h"
+#include "server/http/server.h"
 
 namespace ubatch::bench {
 namespace {
@@ -31,39 +31,45 @@ using json = nlohmann::json;
 class FakeServer {
  public:
   explicit FakeServer(bool with_usage = true) : with_usage_(with_usage) {
-    svr_.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, false); });
-    svr_.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, true); });
-    svr_.Post("/cut", [this](const httplib::Request& q, httplib::Response& r) { stream(q, r, false, true); });
-    svr_.Post("/deadline", [this](const httplib::Request& q, httplib::Response& r) {
-      json body = json::parse(q.body, nullptr, false);
-      if (!body.is_object() || !body.contains("deadline_ms")) return stream(q, r, false);
+    namespace http = server::http;
+    http::Router router;
+    router.post_async("/v1/completions", [this](const std::shared_ptr<http::Exchange>& ex) { stream(ex, false); });
+    router.post_async("/v1/chat/completions", [this](const std::shared_ptr<http::Exchange>& ex) { stream(ex, true); });
+    router.post_async("/cut", [this](const std::shared_ptr<http::Exchange>& ex) { stream(ex, false, true); });
+    router.post_async("/deadline", [this](const std::shared_ptr<http::Exchange>& ex) {
+      json body = json::parse(ex->request().body, nullptr, false);
+      if (!body.is_object() || !body.contains("deadline_ms")) return stream(ex, false);
+      http::Response r;
       switch (deadline_turn_++ % 3) {
         case 0:
           r.status = 504;
           r.set_content(R"({"error":{"message":"deadline passed","type":"deadline_exceeded","code":"deadline_exceeded"}})",
                         "application/json");
-          return;
+          return ex->respond(std::move(r));
         case 1:
           r.status = 503;
           r.set_content(R"({"error":{"message":"cannot be met","type":"unavailable_error","code":"deadline_unattainable"}})",
                         "application/json");
-          return;
+          return ex->respond(std::move(r));
         default:
-          return stream(q, r, false, false, "deadline");
+          return stream(ex, false, false, "deadline");
       }
     });
-    svr_.Post("/busy", [](const httplib::Request&, httplib::Response& r) {
+    router.post("/busy", [](const http::Request&, http::Response& r) {
       r.status = 503;
       r.set_header("Retry-After", "1");
       r.set_content(R"({"error":{"message":"queue full","type":"overloaded"}})", "application/json");
     });
-    port_ = svr_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { svr_.listen_after_bind(); });
-    while (!svr_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    svr_ = std::make_unique<http::Server>(http::Limits{}, http::CorsPolicy{}, std::move(router), http::Hooks{});
+    port_ = svr_->bind("127.0.0.1", 0).value();
+    EXPECT_TRUE(svr_->start());
   }
   ~FakeServer() {
-    svr_.stop();
-    thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (std::thread& t : writers_) t.join();
+    }
+    svr_->stop();
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::vector<json> bodies() {
@@ -76,25 +82,28 @@ class FakeServer {
   }
 
  private:
-  void stream(const httplib::Request& q, httplib::Response& r, bool chat, bool cut = false,
+  // The stream is written from its own thread, a few ms between writes, through
+  // Exchange::post (the exchange is only touched on its connection's strand).
+  void stream(const std::shared_ptr<server::http::Exchange>& ex, bool chat, bool cut = false,
               const std::string& finish_reason = "") {
-    json body = json::parse(q.body, nullptr, false);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      bodies_.push_back(body);
-      auth_.push_back(q.get_header_value("Authorization"));
-    }
+    json body = json::parse(ex->request().body, nullptr, false);
+    std::lock_guard<std::mutex> lock(mutex_);
+    bodies_.push_back(body);
+    auth_.push_back(ex->request().get_header_value("Authorization"));
     const int n = body.is_object() && body.contains("max_tokens") ? body["max_tokens"].get<int>() : 4;
     const bool usage = with_usage_ && body.is_object() && body.contains("stream_options") &&
                        body["stream_options"].value("include_usage", false);
-    r.set_chunked_content_provider("text/event-stream", [n, usage, chat, cut, finish_reason](size_t, httplib::DataSink& sink) {
+    server::http::Response head;
+    head.set_header("Content-Type", "text/event-stream");
+    ex->start_stream(std::move(head));
+    writers_.emplace_back([ex, n, usage, chat, cut, finish_reason] {
+      auto write = [&ex](std::string bytes) { ex->post([ex, bytes] { ex->write(bytes); }); };
       for (int i = 0; i < n; ++i) {
         json chunk = chat ? json{{"choices", {{{"index", 0}, {"delta", {{"content", "w"}}}}}}}
                           : json{{"choices", {{{"index", 0}, {"text", "w"}}}}};
-        const std::string line = "data: " + chunk.dump() + "\n";
-        sink.write(line.data(), line.size());
+        write("data: " + chunk.dump() + "\n");
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        sink.write("\n", 1);
+        write("\n");
       }
       if (!cut) {
         std::string tail;
@@ -104,19 +113,18 @@ class FakeServer {
         if (usage)
           tail += "data: " + json{{"choices", json::array()}, {"usage", {{"prompt_tokens", 3}, {"completion_tokens", n}}}}.dump() + "\n\n";
         tail += "data: [DONE]\n\n";
-        sink.write(tail.data(), tail.size());
+        write(tail);
       }
-      sink.done();
-      return true;
+      ex->post([ex] { ex->end_stream(); });
     });
   }
 
   bool with_usage_;
   std::atomic<int> deadline_turn_{0};
-  httplib::Server svr_;
+  std::unique_ptr<server::http::Server> svr_;
   int port_ = 0;
-  std::thread thread_;
   std::mutex mutex_;
+  std::vector<std::thread> writers_;
   std::vector<json> bodies_;
   std::vector<std::string> auth_;
 };

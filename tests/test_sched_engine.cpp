@@ -3,6 +3,10 @@
 // the same request run alone; afterwards no KV block is in use.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -84,6 +88,80 @@ Request make_request(std::mt19937& rng, int32_t n_vocab) {
   r.ignore_eos = true;
   r.priority = static_cast<int32_t>(rng() % 3);
   return r;
+}
+
+// The event-driven side of a Stream: the notifier fires on every push (and at once for
+// events already queued), try_next never waits, and the events come in order.
+TEST(Stream, NotifierAndTryNext) {
+  Stream s(7);
+  Event e;
+  EXPECT_FALSE(s.try_next(e));
+  Event token;
+  token.text = "a";
+  s.push(token);  // before any notifier
+  std::atomic<int> calls{0};
+  s.set_notifier([&] { calls++; });
+  EXPECT_EQ(calls, 1);  // one event was already queued
+  Event done;
+  done.kind = Event::Kind::Done;
+  std::thread engine([&] { s.push(done); });
+  engine.join();
+  EXPECT_EQ(calls, 2);
+  ASSERT_TRUE(s.try_next(e));
+  EXPECT_EQ(e.text, "a");
+  EXPECT_FALSE(s.finished());
+  ASSERT_TRUE(s.try_next(e));
+  EXPECT_EQ(e.kind, Event::Kind::Done);
+  EXPECT_TRUE(s.finished());
+  EXPECT_FALSE(s.try_next(e));
+  s.set_notifier(nullptr);
+  s.push(token);
+  EXPECT_EQ(calls, 2);  // removed: not called
+}
+
+// An engine request drained only through the notifier (as the HTTP server does): every
+// event arrives, the last one is Done.
+TEST(Engine, StreamNotifierDeliversEveryEvent) {
+  if (!std::filesystem::exists(test::reference_path("models/tiny-llama-q8_0.gguf")))
+    GTEST_SKIP() << "tiny reference model not found";
+  Fixture f = load("models/tiny-llama-q8_0.gguf", 512);
+  EngineConfig cfg;
+  cfg.n_parallel = 2;
+  cfg.n_batch = 64;
+  Engine engine(*f.ctx, *f.tok, cfg);
+  Request r;
+  r.prompt_text = "hello";
+  r.max_tokens = 12;
+  r.ignore_eos = true;
+  Engine::Submitted sub = engine.submit(r);
+  ASSERT_TRUE(sub.ok());
+  std::mutex m;
+  std::condition_variable cv;
+  int wakes = 0;
+  sub.stream->set_notifier([&] {
+    std::lock_guard<std::mutex> lock(m);
+    ++wakes;
+    cv.notify_all();
+  });
+  int tokens = 0;
+  bool done = false;
+  Event last;
+  while (!done) {
+    {
+      std::unique_lock<std::mutex> lock(m);
+      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return wakes > 0; }));
+      wakes = 0;
+    }
+    Event e;
+    while (sub.stream->try_next(e)) {
+      tokens += e.kind == Event::Kind::Token;
+      done = e.kind == Event::Kind::Done;
+      last = e;
+    }
+  }
+  EXPECT_GT(tokens, 0);
+  EXPECT_EQ(last.usage.completion_tokens, 12);
+  sub.stream->set_notifier(nullptr);
 }
 
 TEST(Engine, SixtyFourConcurrentRequestsMatchSoloRuns) {

@@ -4,9 +4,26 @@
 // binary or the reference model.
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/http_client.h"
 #include "support.h"
+
+extern char** environ;
 
 namespace ubatch {
 namespace {
@@ -43,6 +60,158 @@ TEST_F(ServeCli, TheDefaultBudgetGrowsToTheSlots) {
   const std::string out = serve("--n-parallel 200", 6, &status);
   EXPECT_NE(out.find("n_parallel 200, n_batch 200"), std::string::npos) << out;
   EXPECT_EQ(out.find("internal check failed"), std::string::npos) << out;
+}
+
+// `ubatch serve` as a child process on an ephemeral port (read from its log). Killed on
+// destruction if still running.
+class ServeChild {
+ public:
+  ServeChild(const std::string& model, const std::vector<std::string>& flags) {
+    log_ = (std::filesystem::temp_directory_path() / ("ubatch_serve_cli_" + std::to_string(getpid()) + "_" +
+                                                      std::to_string(counter_++) + ".log")).string();
+    std::vector<std::string> args = {test::ubatch_binary(), "serve", "-m", model, "--host", "127.0.0.1", "--port", "0",
+                                     "--threads", "1", "--n-parallel", "4"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+    static const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+    for (int i = 0; i < 600 && pid_ > 0 && port_ < 0; ++i) {
+      std::smatch m;
+      const std::string text = log();
+      if (std::regex_search(text, m, listening))
+        port_ = std::stoi(m[1]);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (int i = 0; i < 600 && port_ > 0 && get("/health").status != 200; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ~ServeChild() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::filesystem::remove(log_);
+  }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  std::string log() const {
+    std::ifstream in(log_);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  bench::HttpClient client() const {
+    bench::HttpClientOptions o;
+    o.port = port_;
+    o.io_timeout_s = 300;
+    return bench::HttpClient(o);
+  }
+  bench::HttpReply get(const std::string& path) const {
+    bench::HttpReply r;
+    client().request("GET", path, {}, "", r);
+    return r;
+  }
+  // Waits up to `seconds` for the process to exit; its status, or -1 if it did not.
+  int wait_exit(double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+ private:
+  static inline int counter_ = 0;
+  std::string log_;
+  pid_t pid_ = -1;
+  int port_ = -1;
+  bool exited_ = false;
+};
+
+// A streamed completion on its own thread; `frames` counts the events as they arrive.
+struct BackgroundStream {
+  std::atomic<int> frames{0};
+  std::future<std::string> body;
+  BackgroundStream(const ServeChild& serve, int max_tokens) {
+    const int port = serve.port();
+    body = std::async(std::launch::async, [this, port, max_tokens] {
+      bench::HttpClientOptions o;
+      o.port = port;
+      o.io_timeout_s = 300;
+      bench::HttpClient c(o);
+      const std::string req = nlohmann::json{{"prompt", "a"}, {"max_tokens", max_tokens}, {"ignore_eos", true},
+                                             {"temperature", 0}, {"stream", true}}.dump();
+      bench::HttpReply reply;
+      std::string got;
+      c.request("POST", "/v1/completions", {{"Content-Type", "application/json"}}, req, reply, {},
+                [&](std::string_view bytes) {
+                  got.append(bytes);
+                  size_t n = 0;
+                  for (size_t p = got.find("data: "); p != std::string::npos; p = got.find("data: ", p + 1)) ++n;
+                  frames = static_cast<int>(n);
+                });
+      return got;
+    });
+  }
+  bool wait_frames(int n, double seconds = 120) {
+    for (int i = 0; i < seconds * 20 && frames < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return frames >= n;
+  }
+};
+
+// The default model: slow enough (tens of ms per token) that a stream is still running when
+// the signal comes.
+TEST_F(ServeCli, SigtermDrainsRunningRequestsThenExitsZero) {
+  UBATCH_REQUIRE_DEFAULT_MODEL();
+  ServeChild serve(test::default_model(), {"--shutdown-timeout", "300"});
+  ASSERT_GT(serve.port(), 0) << serve.log();
+  BackgroundStream stream(serve, 120);
+  ASSERT_TRUE(stream.wait_frames(2)) << serve.log();
+  ASSERT_EQ(kill(serve.pid(), SIGTERM), 0);
+  // Health turns 503 "draining" (a balancer takes the server out) while the stream runs on.
+  bench::HttpReply h;
+  for (int i = 0; i < 600 && h.status != 503; ++i) {
+    h = serve.get("/health");
+    if (h.status != 503) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(h.status, 503) << serve.log();
+  EXPECT_EQ(nlohmann::json::parse(h.body, nullptr, false)["status"], "draining") << h.body;
+  const std::string body = stream.body.get();
+  EXPECT_GE(body.size(), 14u);
+  EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n") << body.substr(body.size() > 300 ? body.size() - 300 : 0);
+  EXPECT_EQ(body.find("shutting_down"), std::string::npos);
+  const int status = serve.wait_exit(120);
+  ASSERT_NE(status, -1) << "serve did not exit after draining; log:\n" << serve.log();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << serve.log();
+  EXPECT_NE(serve.log().find("draining"), std::string::npos) << serve.log();
+}
+
+TEST_F(ServeCli, TheShutdownTimeoutCancelsWhatIsStillRunning) {
+  UBATCH_REQUIRE_DEFAULT_MODEL();
+  ServeChild serve(test::default_model(), {"--shutdown-timeout", "0.2"});
+  ASSERT_GT(serve.port(), 0) << serve.log();
+  BackgroundStream stream(serve, 1900);
+  ASSERT_TRUE(stream.wait_frames(2)) << serve.log();
+  ASSERT_EQ(kill(serve.pid(), SIGTERM), 0);
+  const std::string body = stream.body.get();
+  // The last events: the shutdown error, then [DONE].
+  ASSERT_GE(body.size(), 14u);
+  EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
+  EXPECT_NE(body.find("\"code\":\"shutting_down\""), std::string::npos) << body.substr(body.size() > 400 ? body.size() - 400 : 0);
+  const int status = serve.wait_exit(60);
+  ASSERT_NE(status, -1) << "serve did not exit; log:\n" << serve.log();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << serve.log();
 }
 
 }  // namespace

@@ -27,7 +27,7 @@
 #include "model/model.h"
 #include "sched/engine.h"
 #include "server/http_server.h"
-#include "common/httplib_include.h"
+#include "bench/http_client.h"
 #include "support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -95,42 +95,42 @@ inline std::unique_ptr<ServedModel> serve_model(const std::string& path, ServeOp
   return s;
 }
 
-inline std::unique_ptr<httplib::Client> client(int port) {
-  auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
-  c->set_read_timeout(300, 0);
-  c->set_write_timeout(60, 0);
-  c->set_connection_timeout(10, 0);
-  return c;
+// A client of the server on 127.0.0.1:port (keep-alive; generous timeouts for loaded machines).
+inline std::unique_ptr<bench::HttpClient> client(int port) {
+  bench::HttpClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.connect_timeout_s = 10;
+  o.io_timeout_s = 300;
+  return std::make_unique<bench::HttpClient>(o);
 }
 
 struct Reply {
   int status = -1;  // -1: no response (connection error)
   std::string body;
-  httplib::Headers headers;
+  HttpHeaders headers;
   json parsed() const { return json::parse(body, nullptr, false); }
 };
 
-inline Reply post(int port, const std::string& path, const std::string& body,
-                  const httplib::Headers& headers = {}) {
+// One request on a fresh connection.
+inline Reply request(int port, const std::string& method, const std::string& path, const std::string& body,
+                     HttpHeaders headers = {}, const std::string& content_type = "application/json") {
   Reply r;
-  auto c = client(port);
-  httplib::Result res = c->Post(path.c_str(), headers, body, "application/json");
-  if (!res) return r;
-  r.status = res->status;
-  r.body = res->body;
-  r.headers = res->headers;
+  if (!body.empty() || method == "POST") headers.emplace("Content-Type", content_type);
+  bench::HttpReply reply;
+  if (!client(port)->request(method, path, headers, body, reply).ok()) return r;
+  r.status = reply.status;
+  r.body = std::move(reply.body);
+  r.headers = std::move(reply.headers);
   return r;
 }
 
-inline Reply get(int port, const std::string& path, const httplib::Headers& headers = {}) {
-  Reply r;
-  auto c = client(port);
-  httplib::Result res = c->Get(path.c_str(), headers);
-  if (!res) return r;
-  r.status = res->status;
-  r.body = res->body;
-  r.headers = res->headers;
-  return r;
+inline Reply post(int port, const std::string& path, const std::string& body, const HttpHeaders& headers = {}) {
+  return request(port, "POST", path, body, headers);
+}
+
+inline Reply get(int port, const std::string& path, const HttpHeaders& headers = {}) {
+  return request(port, "GET", path, "", headers);
 }
 
 // The `data:` payloads of an SSE body, in order ("[DONE]" included). Fails the test on any

@@ -36,7 +36,6 @@ TEST(ServerHealth, SaturatedWhileTheQueueIsFullThenOkAgain) {
   o.engine.max_queue = 1;
   o.engine.n_batch = 64;
   o.engine.aging_ms = 0;  // the waiting request never outranks the running one
-  o.server.http_threads = 8;
   o.n_ctx = 4096;
   o.n_threads = 2;
   std::unique_ptr<ServedModel> s = serve_model(default_model(), o);

@@ -4,6 +4,7 @@
 // 200 once loaded, SIGTERM exits 0. Skips visibly without python3 + `openai` or a model.
 #include "test_server_fixture.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>

@@ -20,7 +20,6 @@ class ServedDefault : public ::testing::Test {
   static std::unique_ptr<ServedModel> start(int32_t n_parallel) {
     if (!std::filesystem::exists(default_model())) return nullptr;
     ServeOptions o;
-    o.server.http_threads = 16;
     o.engine.n_parallel = n_parallel;
     o.engine.n_batch = 128;
     o.n_ctx = 4096;

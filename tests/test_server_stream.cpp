@@ -15,7 +15,6 @@ class ServerStream : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!std::filesystem::exists(default_model())) return;
     ServeOptions o;
-    o.server.http_threads = 80;
     o.engine.n_parallel = 16;
     o.engine.n_batch = 256;
     o.n_ctx = 4096;

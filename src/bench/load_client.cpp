@@ -1,10 +1,10 @@
 #include "bench/load_client.h"
 
 #include <algorithm>
-#include <fmt/format.h>
-#include <regex>
 
-#include "common/httplib_include.h"
+#include <fmt/format.h>
+
+#include "bench/http_client.h"
 
 namespace ubatch::bench {
 
@@ -13,9 +13,8 @@ using json = nlohmann::json;
 bool EndpointConfig::is_chat() const { return endpoint.find("chat") != std::string::npos; }
 
 Status validate(const EndpointConfig& cfg) {
-  static const std::regex url_re(R"(^https?://([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?/?$)");
-  if (!std::regex_match(cfg.url, url_re))
-    return Status::error(fmt::format("--url: expected http://HOST[:PORT] or https://HOST[:PORT], got '{}'", cfg.url));
+  HttpClientOptions o;
+  if (Status s = parse_base_url(cfg.url, o); !s) return Status::error("--url: " + s.message());
   if (cfg.endpoint.empty() || cfg.endpoint[0] != '/')
     return Status::error(fmt::format("--endpoint: must start with '/', got '{}'", cfg.endpoint));
   if (!(cfg.timeout_s > 0) || !(cfg.connect_timeout_s > 0)) return Status::error("timeouts must be positive");
@@ -155,45 +154,30 @@ void StreamCollector::finish(RequestResult& r, TimePoint now) const {
 }
 
 struct HttpStreamClient::Impl {
-  explicit Impl(const EndpointConfig& c) : cfg(c), cli(c.url) {}
+  static HttpClientOptions options(const EndpointConfig& c) {
+    HttpClientOptions o;
+    parse_base_url(c.url, o);  // validated by run_load (validate()); a bad one fails to connect
+    o.connect_timeout_s = c.connect_timeout_s;
+    o.io_timeout_s = c.timeout_s;
+    return o;
+  }
+  explicit Impl(const EndpointConfig& c) : cfg(c), cli(options(c)) {}
   EndpointConfig cfg;
-  httplib::Client cli;
-  bool reused = false;  // the connection has already carried a whole response (keep-alive)
+  HttpClient cli;
+  HttpHeaders fields(bool stream) const {
+    HttpHeaders h;
+    if (stream) h.emplace("Accept", "text/event-stream");
+    h.emplace("Content-Type", "application/json");
+    if (!cfg.api_key.empty()) h.emplace("Authorization", "Bearer " + cfg.api_key);
+    return h;
+  }
 };
 
-HttpStreamClient::HttpStreamClient(const EndpointConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
-  httplib::Client& c = impl_->cli;
-  const auto us = [](double s) { return std::chrono::microseconds(static_cast<int64_t>(s * 1e6)); };
-  c.set_connection_timeout(us(cfg.connect_timeout_s));
-  c.set_read_timeout(us(cfg.timeout_s));
-  c.set_write_timeout(us(cfg.timeout_s));
-  c.set_keep_alive(true);
-  c.set_tcp_nodelay(true);
-  if (!cfg.api_key.empty()) c.set_bearer_token_auth(cfg.api_key);
-}
+HttpStreamClient::HttpStreamClient(const EndpointConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
 
 HttpStreamClient::~HttpStreamClient() = default;
 
 namespace {
-
-std::string kind_of(httplib::Error e) {
-  switch (e) {
-    case httplib::Error::Connection:
-    case httplib::Error::ConnectionTimeout:
-    case httplib::Error::BindIPAddress:
-      return "connect";
-    case httplib::Error::Read:
-      return "read";
-    case httplib::Error::Write:
-      return "write";
-    case httplib::Error::SSLConnection:
-    case httplib::Error::SSLLoadingCerts:
-    case httplib::Error::SSLServerVerification:
-      return "tls";
-    default:
-      return "client";
-  }
-}
 
 // The message of an OpenAI-style error body, else its start; `code` gets error.code if any.
 std::string http_error_text(int status, const std::string& body, std::string& code) {
@@ -214,81 +198,55 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
   r.index = spec.index;
   r.urgent = spec.urgent;
   r.has_deadline = spec.deadline_ms > 0;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = impl_->cfg.endpoint;
-  req.set_header("Accept", "text/event-stream");
-  req.set_header("Content-Type", "application/json");
+  std::string body;
   try {
-    req.body = request_body(impl_->cfg, spec).dump();
+    body = request_body(impl_->cfg, spec).dump();
   } catch (const std::exception& e) {  // invalid UTF-8 in a prompt from a file
     r.error_kind = "client";
     r.error = std::string("cannot encode the request: ") + e.what();
     return r;
   }
-  int status = 0;
   std::string err_body;
   const Clock::time_point t_sent = Clock::now();
   r.t_start_s = std::chrono::duration<double>(t_sent - t_run).count();
   StreamCollector col(t_sent);
-  req.response_handler = [&status](const httplib::Response& res) {
-    status = res.status;
-    return true;
-  };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    const Clock::time_point now = Clock::now();
-    if (status >= 200 && status < 300)
-      col.feed(std::string_view(data, n), now);
-    else if (err_body.size() < 4096)
-      err_body.append(data, std::min<size_t>(n, 4096 - err_body.size()));
-    return true;
-  };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  bool sent = false;
-  bool any_bytes = false;
-  req.content_receiver = [&, receive = req.content_receiver](const char* data, size_t n, uint64_t off, uint64_t len) {
-    any_bytes = true;
-    return receive(data, n, off, len);
-  };
+  HttpReply reply;
+  HttpClient::Outcome out;
+  const HttpHeaders fields = impl_->fields(true);
   for (int attempt = 0;; ++attempt) {
-    try {
-      sent = impl_->cli.send(req, res, err);
-    } catch (const std::exception& e) {
-      r.error_kind = "client";
-      r.error = e.what();
-      r.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_sent).count();
-      return r;
-    }
+    out = impl_->cli.request(
+        "POST", impl_->cfg.endpoint, fields, body, reply, {}, [&](std::string_view bytes) {
+          const Clock::time_point now = Clock::now();
+          if (reply.status >= 200 && reply.status < 300)
+            col.feed(bytes, now);
+          else if (err_body.size() < 4096)
+            err_body.append(bytes.substr(0, 4096 - err_body.size()));
+        });
     // A server may close a kept-alive connection while the request is on its way (its idle
     // timeout, or it closes after each stream); the send then fails with no response at all.
     // As HTTP clients do for a reused connection, resend once on a new one (TTFT and latency
     // still count from the first send). Only a connection that already carried a response can
-    // be stale, and only a quick failure: a read timeout is also a read error, never resent.
+    // be stale, and only a quick failure: a read timeout is never resent.
     const double waited_s = std::chrono::duration<double>(Clock::now() - t_sent).count();
-    const bool stale = !sent && status == 0 && !any_bytes && impl_->reused &&
-                       waited_s < 0.5 * impl_->cfg.timeout_s &&
-                       (err == httplib::Error::Read || err == httplib::Error::Write);
-    impl_->reused = sent;
+    const bool stale = !out.ok() && !out.any_bytes && out.reused && waited_s < 0.5 * impl_->cfg.timeout_s &&
+                       (out.failure == HttpFailure::Read || out.failure == HttpFailure::Write);
     if (!stale || attempt == 1) break;
-    impl_->cli.stop();
-    res = httplib::Response();
     ++r.reconnects;
   }
   const Clock::time_point t_end = Clock::now();
-  if (!sent) {
+  if (!out.ok()) {
     col.finish(r, t_end);  // keep whatever timings arrived
     r.ok = false;
-    r.status = status;
-    r.error_kind = kind_of(err);
-    r.error = httplib::to_string(err);
+    r.status = reply.status;
+    r.error_kind = http_failure_name(out.failure);
+    r.error = out.message;
     return r;
   }
-  r.status = res.status;
-  if (res.status < 200 || res.status >= 300) {
+  r.status = reply.status;
+  if (reply.status < 200 || reply.status >= 300) {
     r.ok = false;
-    r.error_kind = fmt::format("http_{}", res.status);
-    r.error = http_error_text(res.status, err_body.empty() ? res.body : err_body, r.error_code);
+    r.error_kind = fmt::format("http_{}", reply.status);
+    r.error = http_error_text(reply.status, err_body, r.error_code);
     r.e2e_ms = std::chrono::duration<double, std::milli>(t_end - t_sent).count();
     return r;
   }
@@ -297,12 +255,9 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
 }
 
 int HttpStreamClient::get_status(const std::string& path) {
-  try {
-    httplib::Result res = impl_->cli.Get(path);
-    return res ? res->status : 0;
-  } catch (...) {
-    return 0;
-  }
+  HttpReply reply;
+  HttpClient::Outcome out = impl_->cli.request("GET", path, impl_->fields(false), "", reply);
+  return out.ok() ? reply.status : 0;
 }
 
 }  // namespace ubatch::bench

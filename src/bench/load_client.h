@@ -75,7 +75,7 @@ struct RequestResult {
   double t_start_s = 0;      // when it was sent, seconds from the start of the run
   bool ok = false;
   int status = 0;            // HTTP status; 0: no response
-  std::string error_kind;    // "" when ok; "http_503", "connect", "stream_error", "incomplete", …
+  std::string error_kind;    // "" when ok; "http_503", "connect", "read", "timeout", "stream_error", "incomplete", …
   std::string error;         // human-readable
   std::string error_code;    // an HTTP error body's error.code ("queue_full", "deadline_exceeded", …)
   bool urgent = false;       // the spec's class

@@ -28,16 +28,26 @@ const char* submit_error_name(SubmitError::Code c) {
   return "invalid";
 }
 
+bool Stream::pop_locked(Event& out) {
+  if (events_.empty()) return false;
+  out = std::move(events_.front());
+  events_.pop_front();
+  if (out.kind == Event::Kind::Done) done_popped_ = true;
+  return true;
+}
+
 bool Stream::next(Event& out, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (events_.empty()) {
     if (timeout.count() <= 0) return false;  // poll without touching the condition variable
     if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
   }
-  out = std::move(events_.front());
-  events_.pop_front();
-  if (out.kind == Event::Kind::Done) done_popped_ = true;
-  return true;
+  return pop_locked(out);
+}
+
+bool Stream::try_next(Event& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pop_locked(out);
 }
 
 bool Stream::finished() const {
@@ -45,12 +55,26 @@ bool Stream::finished() const {
   return done_popped_;
 }
 
+void Stream::set_notifier(Notifier notifier) {
+  std::shared_ptr<const Notifier> n = notifier ? std::make_shared<const Notifier>(std::move(notifier)) : nullptr;
+  bool pending = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    notifier_ = n;
+    pending = !events_.empty();
+  }
+  if (n && pending) (*n)();
+}
+
 void Stream::push(Event e) {
+  std::shared_ptr<const Notifier> n;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     events_.push_back(std::move(e));
+    n = notifier_;
   }
   cv_.notify_all();
+  if (n) (*n)();
 }
 
 }  // namespace ubatch::sched

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -96,26 +97,39 @@ struct Event {
   std::optional<SubmitError> rejection;  // Done: refused at admission; nothing ran
 };
 
-// A request's output channel: the engine thread pushes, a client thread pops.
+// A request's output channel: the engine thread pushes, a client thread pops — either
+// blocking (next) or event-driven (set_notifier + try_next, for clients on an event loop).
 class Stream {
  public:
+  // Called on the engine thread after each push. It must return at once: never block, never
+  // call back into this stream (post a task to the reader's executor and return).
+  using Notifier = std::function<void()>;
+
   explicit Stream(uint64_t id) : id_(id) {}
   uint64_t id() const { return id_; }
 
   // Waits up to `timeout` for the next event; false on timeout.
   bool next(Event& out, std::chrono::milliseconds timeout);
+  // Takes the next event if one is queued; never waits. Thread-safe.
+  bool try_next(Event& out);
   // True once the Done event has been popped.
   bool finished() const;
+  // Installs (or, with an empty function, removes) the push notifier. When events are already
+  // queued it is called once at once, on the caller's thread, so none is missed. Thread-safe.
+  void set_notifier(Notifier notifier);
 
-  // Engine side.
+  // Engine side: queues the event, then calls the notifier (outside the stream's lock).
   void push(Event e);
 
  private:
+  bool pop_locked(Event& out);
+
   const uint64_t id_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Event> events_;
   bool done_popped_ = false;
+  std::shared_ptr<const Notifier> notifier_;  // copied under the lock, called outside it
 };
 
 }  // namespace ubatch::sched

@@ -1,6 +1,5 @@
 #include "server/errors.h"
 
-#include "common/httplib_include.h"
 
 namespace ubatch::server {
 
@@ -60,12 +59,12 @@ std::string dump_json(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
+void send_json(http::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
   res.set_content(dump_json(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
+void send_error(http::Response& res, const ApiError& e) {
   send_json(res, e.status, error_json(e));
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
 }

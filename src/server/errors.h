@@ -7,9 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace httplib {
-struct Response;
-}
+#include "server/http/response.h"
 
 namespace ubatch::server {
 
@@ -46,8 +44,8 @@ nlohmann::json error_json(const ApiError& e);
 std::string dump_json(const nlohmann::json& j);
 
 // Sets res to status + JSON body (Content-Type application/json).
-void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+void send_json(http::Response& res, int status, const nlohmann::json& body);
 // Sets res to the error (status, JSON body, Retry-After when set).
-void send_error(httplib::Response& res, const ApiError& e);
+void send_error(http::Response& res, const ApiError& e);
 
 }  // namespace ubatch::server

@@ -1,10 +1,9 @@
-#include <cctype>
 #include "server/http_server.h"
 
-#include <sys/socket.h>
-
+#include <cctype>
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -13,7 +12,7 @@
 
 #include "sched/engine.h"
 #include "server/errors.h"
-#include "common/httplib_include.h"
+#include "server/http/server.h"
 #include "server/routes_completions.h"
 #include "server/routes_misc.h"
 #include "server/server_state.h"
@@ -31,7 +30,7 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-bool authorized(const httplib::Request& req, const std::string& key) {
+bool authorized(const http::Request& req, const std::string& key) {
   const std::string auth = req.get_header_value("Authorization");
   // The auth scheme is case-insensitive (RFC 9110 §11.1).
   static const std::string kBearer = "bearer ";
@@ -53,38 +52,48 @@ std::string guess_chat_family(const Tokenizer& tok) {
   return "chatml";
 }
 
-ApiError error_for_status(const httplib::Request& req, int status) {
+// The JSON error for a status the transport decides itself.
+ApiError transport_error(int status, const std::string& message) {
+  ApiError e;
   switch (status) {
-    case 404: return not_found(fmt::format("no route for {} {}", req.method, req.path));
-    case 413:
-      // The HTTP library caps form-encoded bodies at 8 KiB whatever --max-body says.
-      if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0)
-        return too_large("form-encoded bodies are limited to 8 KiB: send the body as JSON "
-                         "(Content-Type: application/json)");
-      return too_large("the request body is larger than this server accepts (--max-body)");
-    case 400: return invalid_request("malformed HTTP request");
-    default: break;
+    case 404: return not_found(message);
+    case 413: return too_large(message);
+    case 400: return invalid_request(message, "", "malformed_http");
+    case 408:
+      e = invalid_request(message, "", "request_timeout");
+      break;
+    case 431:
+      e = invalid_request(message, "", "request_header_too_large");
+      break;
+    default:
+      e = status >= 500 ? server_error(message) : invalid_request(message);
+      break;
   }
-  ApiError e = status >= 500 ? server_error("internal error") : invalid_request("request failed");
   e.status = status;
   return e;
 }
 
-// httplib::Server with access to its listening socket: the library listens with a backlog
-// of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built it), too short for bursts of
-// clients; bind() widens it.
-class Listener : public httplib::Server {
- public:
-  socket_t listening_socket() const { return svr_sock_; }
-};
+http::Limits transport_limits(const ServerConfig& c) {
+  http::Limits l;
+  l.io_threads = std::max(1, c.http_threads);
+  l.max_connections = std::max<size_t>(1, c.max_connections);
+  l.max_header_bytes = c.max_header;
+  l.max_body_bytes = c.max_body;
+  l.idle_timeout_s = std::max(c.keep_alive_timeout_s, 1);
+  l.header_timeout_s = c.header_timeout_s;
+  l.body_timeout_s = c.body_timeout_s;
+  l.send_timeout_s = c.send_timeout_s;
+  l.stream_buffer_bytes = c.stream_buffer;
+  return l;
+}
 
 }  // namespace
 
 struct HttpServer::Impl {
   explicit Impl(ServerConfig config) : state(std::move(config)) {}
   ServerState state;
-  Listener http;
-  std::thread thread;
+  std::unique_ptr<http::Server> http;
+  Status cors_error = Status::ok();
   int port = -1;
   bool started = false;
   bool stopped = false;
@@ -92,83 +101,49 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {
   ServerState& st = impl_->state;
-  httplib::Server& http = impl_->http;
   st.id_salt = fmt::format("{:06x}", std::random_device{}() & 0xFFFFFF);
 
-  const size_t n_threads = static_cast<size_t>(std::max(st.config.http_threads, 2));
-  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-  http.set_payload_max_length(st.config.max_body);
-  http.set_keep_alive_max_count(1000);
-  http.set_keep_alive_timeout(std::max(st.config.keep_alive_timeout_s, 1));
-  // A client that stops sending mid-request holds its HTTP thread this long.
-  http.set_read_timeout(10, 0);
-  // Tokens are small writes: without TCP_NODELAY, Nagle holds them ~40 ms on keep-alive
-  // connections and a stream arrives in bursts.
-  http.set_tcp_nodelay(true);
-  http.set_write_timeout(10, 0);
+  Result<http::CorsPolicy> cors = http::CorsPolicy::parse(st.config.cors_origins);
+  if (!cors) impl_->cors_error = cors.status();
 
-  http.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    if (st.config.api_key.empty() || req.path == "/health" || req.path == "/v1/health")
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (authorized(req, st.config.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+  http::Router router;
+  register_completion_routes(router, st);
+  register_misc_routes(router, st, static_cast<int64_t>(std::time(nullptr)));
+
+  http::Hooks hooks;
+  hooks.check = [&st](const http::Request& req) -> std::optional<http::Response> {
+    if (st.config.api_key.empty() || req.path == "/health" || req.path == "/v1/health") return std::nullopt;
+    if (authorized(req, st.config.api_key)) return std::nullopt;
+    http::Response res;
     send_error(res, unauthorized("missing or wrong API key (send \"Authorization: Bearer <key>\")"));
     res.set_header("WWW-Authenticate", "Bearer");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Statuses httplib sets itself (404 no route, 413 body too large, 400 bad HTTP) get a JSON body too.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-    const int status = res.status;
-    send_error(res, error_for_status(req, status));
-    res.status = status;
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    spdlog::error("{} {}: {}", req.method, req.path, what);
-    send_error(res, server_error("internal error: " + what));
-  });
-  http.set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
+    return res;
+  };
+  hooks.error = [](int status, const std::string& message, const http::Request*) {
+    http::Response res;
+    send_error(res, transport_error(status, message));
+    return res;
+  };
+  hooks.on_response = [&st](const http::Request& req, int status) {
     {
       std::lock_guard<std::mutex> lock(st.counters.mutex);
-      st.counters.responses_by_status[res.status]++;
+      st.counters.responses_by_status[status]++;
     }
-    spdlog::debug("{} {} {} → {}", req.remote_addr, req.method, req.path, res.status);
-  });
-
-  register_completion_routes(http, st);
-  register_misc_routes(http, st, static_cast<int64_t>(std::time(nullptr)));
+    spdlog::debug("{} {} {} → {}", req.remote_addr, req.method, req.path, status);
+  };
+  impl_->http = std::make_unique<http::Server>(transport_limits(st.config), cors ? std::move(cors.value()) : http::CorsPolicy(),
+                                               std::move(router), std::move(hooks));
+  st.transport = &impl_->http->stats();
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 Result<int> HttpServer::bind() {
-  const ServerConfig& c = impl_->state.config;
+  if (!impl_->cors_error) return impl_->cors_error;
   if (impl_->port >= 0) return impl_->port;
-  int port = -1;
-  // The library's default socket options include SO_REUSEPORT, which lets a second server
-  // bind a port already in use (the kernel then splits connections between them). Keep
-  // only SO_REUSEADDR (restart without waiting for TIME_WAIT) so a busy port is an error.
-  impl_->http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
-  });
-  if (c.port == 0) {
-    port = impl_->http.bind_to_any_port(c.host);
-  } else if (impl_->http.bind_to_port(c.host, c.port)) {
-    port = c.port;
-  }
-  if (port <= 0) return Status::error(fmt::format("serve: cannot listen on {}:{} (address in use or invalid host)", c.host, c.port));
-  // listen() again on a listening socket only changes its backlog (Linux).
-  if (::listen(impl_->http.listening_socket(), SOMAXCONN) != 0)
-    spdlog::warn("serve: could not widen the listen backlog");
-  impl_->port = port;
+  const ServerConfig& c = impl_->state.config;
+  Result<int> port = impl_->http->bind(c.host, c.port);
+  if (port) impl_->port = port.value();
   return port;
 }
 
@@ -176,10 +151,7 @@ Status HttpServer::start() {
   if (impl_->port < 0) return Status::error("serve: start() before bind()");
   if (impl_->started) return Status::error("serve: already started");
   impl_->started = true;
-  impl_->thread = std::thread([this] { impl_->http.listen_after_bind(); });
-  // httplib's stop() only closes the socket of a running server: wait until it runs.
-  for (int i = 0; i < 5000 && !impl_->http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return Status::ok();
+  return impl_->http->start();
 }
 
 void HttpServer::set_backend(sched::Engine& engine, const Tokenizer& tokenizer) {
@@ -203,12 +175,30 @@ void HttpServer::set_backend(sched::Engine& engine, const Tokenizer& tokenizer) 
   st.backend.store(st.backend_owner.get());
 }
 
+void HttpServer::drain() {
+  impl_->state.draining = true;
+  impl_->http->drain();
+}
+
+int64_t HttpServer::requests_in_flight() const {
+  return std::max<int64_t>(0, impl_->http->stats().exchanges_active.load());
+}
+
+bool HttpServer::wait_idle(std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (requests_in_flight() > 0) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 void HttpServer::stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
-  impl_->state.stopping = true;  // waiting handlers cancel their requests and return
-  impl_->http.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->state.draining = true;
+  impl_->state.stopping = true;  // handlers answering from now on end their requests at once
+  impl_->http->stop();
 }
 
 int HttpServer::port() const { return impl_->port; }

@@ -1,21 +1,26 @@
-// The OpenAI-compatible HTTP server (`ubatch serve`): cpp-httplib on a thread pool, JSON
-// with nlohmann-json, Server-Sent Events for streaming. It knows only the scheduler
-// (sched::Engine: submit, cancel, metrics) and the tokenizer (tokenize, detokenize, chat
-// template) — nothing of kernels or architectures.
+// The OpenAI-compatible HTTP server (`ubatch serve`): the event-driven HTTP/1.1 transport of
+// src/server/http/ (Boost.Beast on Boost.Asio), JSON with nlohmann-json, Server-Sent Events for
+// streaming. It knows only the scheduler (sched::Engine: submit, cancel, metrics) and the
+// tokenizer (tokenize, detokenize, chat template) — nothing of kernels or architectures.
 //
 // Lifecycle: construct → bind() (the port is open, /health answers 503 "loading") →
 // start() → set_backend() once the model is loaded (/health 200, completion routes open) →
-// stop(). Endpoints, fields, errors and metrics: docs/API.md.
+// [drain() → wait_idle()] → stop(). Endpoints, fields, errors and metrics: docs/API.md.
 //
-// Threads: each HTTP connection is served by one pool thread; a request waits on its engine
-// stream in that thread. A client that disconnects (streaming or not) has its request
-// cancelled (Engine::cancel), which frees its KV within one engine step.
+// Threads: `http_threads` I/O threads serve every connection; no handler ever waits on a
+// socket or on the engine. A completion registers a notifier on its engine stream: the engine
+// thread only posts a task to the connection's strand, which drains the stream and writes.
+// A client that disconnects (streaming or not) has its request cancelled (Engine::cancel),
+// which frees its KV within one engine step; so has a streaming client that reads so slowly
+// that `stream_buffer` bytes queue up (a slow client).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "sampling/sampler.h"
@@ -33,12 +38,19 @@ struct ServerConfig {
   std::string host = "127.0.0.1";  // bind address (loopback unless told otherwise)
   int port = 8080;                 // 0: an ephemeral port (see HttpServer::port())
   std::string api_key;             // non-empty: every route but /health needs "Authorization: Bearer <key>"
-  size_t max_body = 4u << 20;      // request bodies above this many bytes get 413
+  size_t max_body = 4u << 20;      // request bodies above this many bytes get 413 (any transfer coding)
+  size_t max_header = 16u << 10;   // request line + header fields above this many bytes get 431
   int32_t max_n = 16;              // most samples (`n`) per request
   int32_t max_tokens_cap = 1 << 20;  // most tokens (`max_tokens`) per sample
   bool log_prompts = false;        // log prompt text (off: only ids and token counts are logged)
-  int32_t http_threads = 64;       // pool threads: one per open connection (streaming or idle keep-alive)
-  int keep_alive_timeout_s = 5;    // idle keep-alive connections close after this long
+  int32_t http_threads = 2;        // I/O threads serving every connection (>= 1)
+  int keep_alive_timeout_s = 5;    // a connection waiting this long for a request's first byte closes
+  double header_timeout_s = 10;    // first byte of a request → end of its header (408 beyond)
+  double body_timeout_s = 30;      // end of the header → end of the body (408 beyond)
+  double send_timeout_s = 30;      // a write stalled this long closes the connection
+  size_t max_connections = 8192;   // open connections; more are accepted and closed at once
+  size_t stream_buffer = 1u << 20; // streamed bytes queued for a slow reader before it is cut off
+  std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); empty: no CORS
   std::string model_name;          // id in /v1/models and in responses
   std::string chat_template;       // "" : the model's template, else a family guessed from its vocabulary
   SamplingParams sampling;         // defaults for the sampling fields a request leaves out
@@ -54,14 +66,24 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds config.host:config.port. Returns the bound port. Errors: the address cannot be
-  // bound (in use, bad host).
+  // bound (in use, bad host), a --cors-origin entry that is not an origin.
   Result<int> bind();
   // Serves on a background thread; bind() first. Errors: not bound, already started.
   Status start();
   // Opens the model routes (/health turns 200). engine and tokenizer must outlive stop().
   // Call once, from any thread, before or after start().
   void set_backend(sched::Engine& engine, const Tokenizer& tokenizer);
-  // Cancels requests in flight, closes the port, joins the threads. Idempotent.
+  // Graceful shutdown, first half: /health answers 503 "draining", new completions get 503,
+  // idle keep-alive connections close and the others after their current response; the port
+  // stays open so that health probes get their answer. Running requests go on. Idempotent.
+  void drain();
+  // Waits until no request is being answered, at most `timeout`. True when none is.
+  bool wait_idle(std::chrono::milliseconds timeout);
+  // Requests being answered now (all routes).
+  int64_t requests_in_flight() const;
+  // Cancels requests in flight — a stream ends with an error event and [DONE], a waiting
+  // request gets 503 —, closes the port and every connection, joins the threads. Never hangs
+  // (a few seconds at most). Idempotent.
   void stop();
 
   int port() const;

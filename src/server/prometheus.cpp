@@ -71,6 +71,19 @@ std::string render_prometheus(const sched::MetricsSnapshot* m, const ServerMetri
           s.disconnects);
   gauge(out, "ubatch_http_streams_active", "streaming (SSE) responses in progress",
         static_cast<double>(s.streams_active));
+  gauge(out, "ubatch_draining", "1 while the server shuts down gracefully (health answers 503)", s.draining ? 1 : 0);
+  gauge(out, "ubatch_http_connections_open", "open HTTP connections", static_cast<double>(s.connections_open));
+  counter(out, "ubatch_http_connections_accepted_total", "HTTP connections accepted", s.connections_accepted);
+  counter(out, "ubatch_http_connections_refused_total",
+          "connections closed at once because --max-connections were open", s.connections_refused);
+  labeled_counter(out, "ubatch_http_timeouts_total",
+                  "connections closed by a timeout, by phase (idle: no request; header, body: 408; send: a "
+                  "stalled write)", "phase",
+                  {{"idle", s.timeouts_idle}, {"header", s.timeouts_header}, {"body", s.timeouts_body},
+                   {"send", s.timeouts_send}});
+  counter(out, "ubatch_http_slow_clients_total",
+          "streams cancelled because the client read too slowly (--stream-buffer bytes queued)", s.slow_clients);
+  counter(out, "ubatch_http_bad_requests_total", "malformed HTTP requests (400, connection closed)", s.bad_requests);
   if (!m) return out;
 
   counter(out, "ubatch_requests_submitted_total", "requests accepted by the engine", m->requests_submitted);

@@ -18,6 +18,14 @@ struct ServerMetrics {
   std::map<int, uint64_t> responses_by_status;  // HTTP responses sent, by status code
   uint64_t disconnects = 0;                    // requests cancelled because the client went away
   int64_t streams_active = 0;                  // SSE responses in progress
+  bool draining = false;                       // graceful shutdown in progress
+  // Connections (http::TransportStats).
+  int64_t connections_open = 0;
+  uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;            // over --max-connections: accepted and closed at once
+  uint64_t timeouts_idle = 0, timeouts_header = 0, timeouts_body = 0, timeouts_send = 0;
+  uint64_t slow_clients = 0;                   // streams cut off: the client read too slowly
+  uint64_t bad_requests = 0;                   // malformed HTTP (400, connection closed)
 };
 
 // Renders everything; `engine` is null while the model loads (engine series are then absent).

@@ -1,7 +1,9 @@
 #include "server/routes_completions.h"
 
 #include <chrono>
+#include <memory>
 #include <ctime>
+#include <exception>
 #include <optional>
 #include <vector>
 
@@ -10,7 +12,6 @@
 
 #include "sched/engine.h"
 #include "server/completion_response.h"
-#include "server/connection_probe.h"
 #include "server/errors.h"
 #include "server/json_request.h"
 #include "server/sse.h"
@@ -22,11 +23,6 @@ namespace ubatch::server {
 namespace {
 
 using json = nlohmann::json;
-using std::chrono::milliseconds;
-
-// How often a waiting handler looks at its connection (and the stop flag).
-constexpr milliseconds kPollInterval{50};
-
 ApiError submit_error(const sched::Engine::Submitted& s) {
   switch (s.error_code) {
     case sched::SubmitError::Code::QueueFull: {
@@ -66,191 +62,219 @@ std::optional<ApiError> deadline_outcome(const sched::Event& done, const std::ve
   return std::nullopt;
 }
 
-enum class Wait { Event, Stopping, ClientGone };
+// One submitted request being answered, driven by its engine stream: the engine thread's
+// notifier posts pump() to the connection's strand, which drains the stream (try_next) and
+// answers — one JSON body, or Server-Sent Events as tokens come. Nothing here ever waits.
+// Owned by the exchange's abort handler until the response is queued (then by whoever runs
+// pump); the stream's notifier (an Exchange::waker) holds it weakly.
+class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
+ public:
+  CompletionJob(ServerState& state, sched::Engine& engine, const Tokenizer& tok, const ParsedRequest& parsed,
+                std::shared_ptr<sched::Stream> stream, ResponseMeta meta, std::shared_ptr<http::Exchange> ex)
+      : state_(state),
+        engine_(engine),
+        ex_(std::move(ex)),
+        stream_(std::move(stream)),
+        streaming_(parsed.stream),
+        n_(parsed.request.n),
+        chat_(parsed.endpoint == Endpoint::ChatCompletions),
+        include_usage_(parsed.include_usage),
+        acc_(meta, parsed.request.n, tok),
+        builder_(std::move(meta), parsed.request.n, tok, parsed.include_usage) {}
 
-// Waits for the request's next event while watching the server's stop flag and, through
-// `gone` (called at least every kPollInterval), the client's connection.
-template <typename Gone>
-Wait next_event(ServerState& state, sched::Stream& stream, sched::Event& ev, sched::Clock::time_point& last_check,
-                const Gone& gone) {
-  while (true) {
-    const bool got = stream.next(ev, kPollInterval);
-    if (!got || sched::Clock::now() - last_check >= kPollInterval) {
-      last_check = sched::Clock::now();
-      if (state.stopping) return Wait::Stopping;
-      if (gone()) return Wait::ClientGone;
-    }
-    if (got) return Wait::Event;
+  ~CompletionJob() {
+    if (stream_started_ && !stream_counted_out_) state_.counters.streams_active--;
   }
-}
 
-// Answers a request whose wait ended without a response: cancels it and sets the status.
-void abandon(ServerState& state, sched::Engine& engine, uint64_t id, Wait why, httplib::Response& res) {
-  engine.cancel(id);
-  if (why == Wait::Stopping) return send_error(res, unavailable("the server is shutting down"));
-  state.counters.disconnects++;
-  spdlog::info("request {:x}: client disconnected, cancelled", id);
-  // Nobody reads this; 499 (client closed request, as nginx logs it) keeps the counters honest.
-  ApiError gone = invalid_request("the client closed the connection", "", "client_closed");
-  gone.status = 499;
-  send_error(res, gone);
-}
+  // Wires the exchange and the stream to this job; events already queued are pumped at once.
+  void start() {
+    ex_->on_abort([self = shared_from_this()](http::AbortReason why) { self->abort(why); });
+    // The engine thread calls the waker after each push: it posts at most one pump at a time
+    // to the connection's strand, never blocks, and holds this job only weakly.
+    stream_->set_notifier(ex_->waker([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->pump();
+    }));
+    if (state_.stopping) abort(http::AbortReason::ShuttingDown);
+  }
 
-// Everything a streamed response needs after the handler has returned (the content
-// provider runs later, on the same connection thread).
-struct StreamState {
-  ServerState* state = nullptr;
-  sched::Engine* engine = nullptr;
-  std::shared_ptr<sched::Stream> stream;
-  std::vector<sched::Event> early;  // events that arrived before the response started, in order
-  ChunkBuilder builder;
-  int32_t n = 1;
-  bool chat = false;
-  bool include_usage = false;
-  bool finished = false;  // Done seen (nothing left to cancel)
-  bool cancelled = false;
-
-  StreamState(ChunkBuilder b) : builder(std::move(b)) {}
-  void cancel(bool client_gone) {
-    if (finished || cancelled) return;
-    cancelled = true;
-    engine->cancel(stream->id());
-    if (client_gone) {
-      state->counters.disconnects++;
-      spdlog::info("request {:x}: client disconnected, cancelled", stream->id());
+ private:
+  void pump() {
+    sched::Event ev;
+    while (!over_ && stream_->try_next(ev)) {
+      if (streaming_)
+        on_stream_event(std::move(ev));
+      else
+        on_event(std::move(ev));
     }
   }
-};
 
-// Writes every frame of one streamed request. Returns false when the client went away
-// (the request is then cancelled).
-bool run_stream(StreamState& s, httplib::DataSink& sink) {
-  auto write = [&](const std::string& frame) {
-    if (sink.write(frame.data(), frame.size())) return true;
-    s.cancel(true);
-    return false;
-  };
-  if (s.chat)
-    for (int32_t i = 0; i < s.n; ++i)
-      if (!write(sse_frame(s.builder.role(i)))) return false;
-  auto last_check = sched::Clock::now();
-  sched::Event ev;
-  size_t n_early = 0;
-  while (true) {
-    if (n_early < s.early.size()) {
-      ev = std::move(s.early[n_early++]);
-    } else {
-      const Wait w = next_event(*s.state, *s.stream, ev, last_check, [&] { return !sink.is_writable(); });
-      if (w != Wait::Event) {
-        s.cancel(w == Wait::ClientGone);
-        return false;
+  // Non-streamed: collect, answer on Done.
+  void on_event(sched::Event ev) {
+    if (ev.kind != sched::Event::Kind::Done) {
+      if (ev.kind == sched::Event::Kind::Finish) finishes_.push_back(ev);
+      acc_.add(ev);
+      return;
+    }
+    end();
+    log_done(stream_->id(), ev);
+    http::Response res;
+    if (std::optional<ApiError> e = deadline_outcome(ev, finishes_))
+      send_error(res, *e);
+    else if (!ev.error.empty())
+      send_error(res, server_error(ev.error));
+    else
+      send_json(res, 200, acc_.response(ev));
+    ex_->respond(std::move(res));
+  }
+
+  // Streamed: the response (status 200) starts with the first token; until then the request
+  // may still end with a deadline outcome, which is an HTTP error (deadline_outcome).
+  void on_stream_event(sched::Event ev) {
+    if (!stream_started_) {
+      if (ev.kind == sched::Event::Kind::Finish) {
+        finishes_.push_back(ev);
+        early_.push_back(std::move(ev));
+        return;
       }
+      if (ev.kind == sched::Event::Kind::Done)
+        if (std::optional<ApiError> e = deadline_outcome(ev, finishes_)) {
+          end();
+          log_done(stream_->id(), ev);
+          http::Response res;
+          send_error(res, *e);
+          return ex_->respond(std::move(res));
+        }
+      if (!begin_stream()) return;
+      std::vector<sched::Event> early = std::move(early_);
+      for (sched::Event& e : early)
+        if (!emit(std::move(e))) return;
     }
+    emit(std::move(ev));
+  }
+
+  bool begin_stream() {
+    stream_started_ = true;
+    state_.counters.streams_active++;
+    http::Response head;
+    head.status = 200;
+    head.set_header("Content-Type", std::string(kSseContentType));
+    head.set_header("Cache-Control", "no-cache");
+    head.set_header("X-Accel-Buffering", "no");
+    ex_->start_stream(std::move(head));
+    if (chat_)
+      for (int32_t i = 0; i < n_; ++i)
+        if (!write(sse_frame(builder_.role(i)))) return false;
+    return true;
+  }
+
+  // Writes one event's frames. False when the client is gone (the job is then over).
+  bool emit(sched::Event ev) {
     switch (ev.kind) {
       case sched::Event::Kind::Token: {
         json chunk;
-        if (s.builder.token(ev, chunk) && !write(sse_frame(chunk))) return false;
-        break;
+        return !builder_.token(ev, chunk) || write(sse_frame(chunk));
       }
-      case sched::Event::Kind::Finish:
-        if (!write(sse_frame(s.builder.finish(ev)))) return false;
-        break;
+      case sched::Event::Kind::Finish: return write(sse_frame(builder_.finish(ev)));
       case sched::Event::Kind::Done: {
-        s.finished = true;
-        log_done(s.stream->id(), ev);
+        end();
+        log_done(stream_->id(), ev);
         if (!ev.error.empty()) {
           // The stream has started (status 200 is sent): report the failure as an error frame.
           write(sse_frame(error_json(server_error(ev.error))));
-          sink.done();
-          return true;
+        } else {
+          if (include_usage_ && !write(sse_frame(builder_.usage(ev)))) return false;
+          if (!write(std::string(kSseDone))) return false;
         }
-        if (s.include_usage && !write(sse_frame(s.builder.usage(ev)))) return false;
-        if (!write(std::string(kSseDone))) return false;
-        sink.done();
+        end_stream();
         return true;
       }
     }
+    return true;
   }
-}
 
-void respond_streaming(ServerState& state, sched::Engine& engine, const Tokenizer& tok, const ParsedRequest& parsed,
-                       std::shared_ptr<sched::Stream> stream, ResponseMeta meta, const httplib::Request& req,
-                       httplib::Response& res) {
-  // The response (status 200) starts with the first token: until then the request may still
-  // end with a deadline outcome, which is an HTTP error (deadline_outcome).
-  std::vector<sched::Event> early, finishes;
-  {
-    const ConnectionProbe probe(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    auto last_check = sched::Clock::now();
-    sched::Event ev;
-    while (true) {
-      const Wait w = next_event(state, *stream, ev, last_check, [&] { return probe.closed(); });
-      if (w != Wait::Event) return abandon(state, engine, stream->id(), w, res);
-      if (ev.kind == sched::Event::Kind::Finish) finishes.push_back(ev);
-      if (ev.kind == sched::Event::Kind::Done)
-        if (std::optional<ApiError> e = deadline_outcome(ev, finishes)) {
-          log_done(stream->id(), ev);
-          return send_error(res, *e);
+  bool write(const std::string& frame) { return ex_->write(frame); }  // false once aborted
+
+  void end_stream() {
+    if (stream_started_ && !stream_counted_out_) {
+      stream_counted_out_ = true;
+      state_.counters.streams_active--;
+    }
+    ex_->end_stream();
+  }
+
+  // Done seen: nothing is left to cancel; later events are not read.
+  void end() {
+    done_ = true;
+    over_ = true;
+    stream_->set_notifier(nullptr);
+  }
+
+  // The exchange cannot be answered normally (exchange.h): cancel the request in the engine
+  // (frees its KV within a step) and, when shutting down, answer at once.
+  void abort(http::AbortReason why) {
+    if (over_) return;
+    over_ = true;
+    stream_->set_notifier(nullptr);
+    if (!done_) engine_.cancel(stream_->id());
+    switch (why) {
+      case http::AbortReason::ClientGone:
+        state_.counters.disconnects++;
+        spdlog::info("request {:x}: client disconnected, cancelled", stream_->id());
+        break;
+      case http::AbortReason::SlowClient:
+        spdlog::info("request {:x}: client reads too slowly (--stream-buffer), cancelled", stream_->id());
+        break;
+      case http::AbortReason::ShuttingDown: {
+        spdlog::info("request {:x}: the server is shutting down, cancelled", stream_->id());
+        ApiError e = unavailable("the server is shutting down; the request was cancelled");
+        e.code = "shutting_down";
+        if (stream_started_) {
+          // The final event of a cut stream: an error frame, then [DONE].
+          ex_->write(sse_frame(error_json(e)));
+          ex_->write(std::string(kSseDone));
+          end_stream();
+        } else {
+          http::Response res;
+          send_error(res, e);
+          ex_->respond(std::move(res));
         }
-      const bool started = ev.kind != sched::Event::Kind::Finish;
-      early.push_back(std::move(ev));
-      if (started) break;
+        break;
+      }
     }
   }
-  auto s = std::make_shared<StreamState>(ChunkBuilder(std::move(meta), parsed.request.n, tok, parsed.include_usage));
-  s->state = &state;
-  s->engine = &engine;
-  s->stream = std::move(stream);
-  s->early = std::move(early);
-  s->n = parsed.request.n;
-  s->chat = parsed.endpoint == Endpoint::ChatCompletions;
-  s->include_usage = parsed.include_usage;
-  state.counters.streams_active++;
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      std::string(kSseContentType),
-      [s](size_t /*offset*/, httplib::DataSink& sink) -> bool {
-        try {
-          return run_stream(*s, sink);
-        } catch (const std::exception& e) {
-          spdlog::error("request {:x}: stream failed: {}", s->stream->id(), e.what());
-          s->cancel(false);
-          return false;
-        }
-      },
-      [s](bool /*success*/) {
-        // Also runs when the provider never did (the headers could not be written).
-        s->cancel(!s->state->stopping);
-        s->state->counters.streams_active--;
-      });
-}
 
-void respond_blocking(ServerState& state, sched::Engine& engine, const Tokenizer& tok, const ParsedRequest& parsed,
-                      const std::shared_ptr<sched::Stream>& stream, ResponseMeta meta, const httplib::Request& req,
-                      httplib::Response& res) {
-  const ConnectionProbe probe(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-  CompletionAccumulator acc(std::move(meta), parsed.request.n, tok);
-  std::vector<sched::Event> finishes;
-  auto last_check = sched::Clock::now();
-  sched::Event ev;
-  while (true) {
-    const Wait w = next_event(state, *stream, ev, last_check, [&] { return probe.closed(); });
-    if (w != Wait::Event) return abandon(state, engine, stream->id(), w, res);
-    if (ev.kind != sched::Event::Kind::Done) {
-      if (ev.kind == sched::Event::Kind::Finish) finishes.push_back(ev);
-      acc.add(ev);
-      continue;
+  ServerState& state_;
+  sched::Engine& engine_;
+  std::shared_ptr<http::Exchange> ex_;
+  std::shared_ptr<sched::Stream> stream_;
+  const bool streaming_;
+  const int32_t n_;
+  const bool chat_;
+  const bool include_usage_;
+  CompletionAccumulator acc_;       // non-streamed
+  ChunkBuilder builder_;            // streamed
+  std::vector<sched::Event> early_;     // streamed: Finish events before the first token
+  std::vector<sched::Event> finishes_;  // Finish events (deadline outcome)
+  bool stream_started_ = false;
+  bool stream_counted_out_ = false;
+  bool done_ = false;  // Done event seen
+  bool over_ = false;  // answered, aborted, or Done seen: no more events are handled
+};
+
+void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex) {
+  const http::Request& req = ex->request();
+  http::Response res;
+  // Every early answer is an error in `res`: sent when leaving (an exception leaves it to
+  // the connection, which answers 500).
+  struct Answer {
+    const std::shared_ptr<http::Exchange>& ex;
+    http::Response& res;
+    bool pending = true;
+    ~Answer() {
+      if (pending && std::uncaught_exceptions() == 0) ex->respond(std::move(res));
     }
-    log_done(stream->id(), ev);
-    if (std::optional<ApiError> e = deadline_outcome(ev, finishes)) return send_error(res, *e);
-    if (!ev.error.empty()) return send_error(res, server_error(ev.error));
-    return send_json(res, 200, acc.response(ev));
-  }
-}
-
-void handle(ServerState& state, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  } answer{ex, res};
+  if (state.draining) return send_error(res, unavailable("the server is shutting down"));
   const Backend* b = state.backend.load();
   if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
   if (endpoint == Endpoint::ChatCompletions && !b->chat_template_error.empty())
@@ -288,25 +312,21 @@ void handle(ServerState& state, Endpoint endpoint, const httplib::Request& req, 
   meta.created = static_cast<int64_t>(std::time(nullptr));
   meta.model = state.config.model_name;
   meta.logprobs = parsed.logprobs;
-  if (parsed.stream)
-    respond_streaming(state, *b->engine, *b->tokenizer, parsed, std::move(sub.stream), std::move(meta), req, res);
-  else
-    respond_blocking(state, *b->engine, *b->tokenizer, parsed, sub.stream, std::move(meta), req, res);
+  answer.pending = false;
+  auto job = std::make_shared<CompletionJob>(state, *b->engine, *b->tokenizer, parsed, std::move(sub.stream),
+                                             std::move(meta), ex);
+  job->start();
 }
 
 }  // namespace
 
-void register_completion_routes(httplib::Server& http, ServerState& state) {
-  auto completions = [&state](const httplib::Request& req, httplib::Response& res) {
-    handle(state, Endpoint::Completions, req, res);
-  };
-  auto chat = [&state](const httplib::Request& req, httplib::Response& res) {
-    handle(state, Endpoint::ChatCompletions, req, res);
-  };
-  http.Post("/v1/completions", completions);
-  http.Post("/completions", completions);
-  http.Post("/v1/chat/completions", chat);
-  http.Post("/chat/completions", chat);
+void register_completion_routes(http::Router& router, ServerState& state) {
+  auto completions = [&state](const std::shared_ptr<http::Exchange>& ex) { handle(state, Endpoint::Completions, ex); };
+  auto chat = [&state](const std::shared_ptr<http::Exchange>& ex) { handle(state, Endpoint::ChatCompletions, ex); };
+  router.post_async("/v1/completions", completions);
+  router.post_async("/completions", completions);
+  router.post_async("/v1/chat/completions", chat);
+  router.post_async("/chat/completions", chat);
 }
 
 }  // namespace ubatch::server

@@ -3,11 +3,11 @@
 // "stream": true, Server-Sent Events. A client that disconnects has its request cancelled.
 #pragma once
 
-#include "common/httplib_include.h"
+#include "server/http/router.h"
 #include "server/server_state.h"
 
 namespace ubatch::server {
 
-void register_completion_routes(httplib::Server& http, ServerState& state);
+void register_completion_routes(http::Router& router, ServerState& state);
 
 }  // namespace ubatch::server

@@ -1,5 +1,6 @@
 #include "server/routes_misc.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "sched/engine.h"
@@ -15,13 +16,20 @@ namespace {
 
 using json = nlohmann::json;
 
-const Backend* require_backend(ServerState& state, httplib::Response& res) {
+const Backend* require_backend(ServerState& state, http::Response& res) {
   const Backend* b = state.backend.load();
   if (!b) send_error(res, unavailable("the model is loading; retry shortly", 1));
   return b;
 }
 
-void health(ServerState& state, httplib::Response& res) {
+void health(ServerState& state, http::Response& res) {
+  if (state.draining) {
+    // Shutting down: a load balancer takes the server out while running requests finish.
+    ApiError e = unavailable("the server is shutting down");
+    json body = error_json(e);
+    body["status"] = "draining";
+    return send_json(res, 503, body);
+  }
   if (!state.backend.load()) {
     ApiError e = unavailable("the model is loading", 1);
     json body = error_json(e);
@@ -46,14 +54,14 @@ void health(ServerState& state, httplib::Response& res) {
   send_json(res, 200, {{"status", "ok"}});
 }
 
-void models(ServerState& state, int64_t started_at, httplib::Response& res) {
+void models(ServerState& state, int64_t started_at, http::Response& res) {
   json model = {{"id", state.config.model_name}, {"object", "model"}, {"created", started_at}, {"owned_by", "ubatch"}};
   if (const Backend* b = state.backend.load())
     model["meta"] = {{"n_ctx", b->n_ctx}, {"kv_cells", b->kv_cells}, {"n_vocab", b->n_vocab}, {"chat_template", b->chat_template}};
   send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
 }
 
-void metrics(ServerState& state, httplib::Response& res) {
+void metrics(ServerState& state, http::Response& res) {
   ServerMetrics s;
   const Backend* b = state.backend.load();
   s.ready = b != nullptr;
@@ -63,6 +71,18 @@ void metrics(ServerState& state, httplib::Response& res) {
   }
   s.disconnects = state.counters.disconnects.load();
   s.streams_active = state.counters.streams_active.load();
+  s.draining = state.draining.load();
+  if (const http::TransportStats* t = state.transport) {
+    s.connections_open = std::max<int64_t>(0, t->connections_open.load());
+    s.connections_accepted = t->connections_accepted.load();
+    s.connections_refused = t->connections_refused.load();
+    s.timeouts_idle = t->timeouts_idle.load();
+    s.timeouts_header = t->timeouts_header.load();
+    s.timeouts_body = t->timeouts_body.load();
+    s.timeouts_send = t->timeouts_send.load();
+    s.slow_clients = t->slow_clients.load();
+    s.bad_requests = t->bad_requests.load();
+  }
   if (b) {
     const sched::MetricsSnapshot m = b->engine->metrics();
     res.set_content(render_prometheus(&m, s), "text/plain; version=0.0.4; charset=utf-8");
@@ -80,7 +100,7 @@ std::optional<ApiError> read_flag(const json& body, const char* key, bool& out) 
   return std::nullopt;
 }
 
-void tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+void tokenize(ServerState& state, const http::Request& req, http::Response& res) {
   const Backend* b = require_backend(state, res);
   if (!b) return;
   json body;
@@ -107,7 +127,7 @@ void tokenize(ServerState& state, const httplib::Request& req, httplib::Response
   send_json(res, 200, {{"tokens", tokens}});
 }
 
-void detokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+void detokenize(ServerState& state, const http::Request& req, http::Response& res) {
   const Backend* b = require_backend(state, res);
   if (!b) return;
   json body;
@@ -136,19 +156,19 @@ void detokenize(ServerState& state, const httplib::Request& req, httplib::Respon
 
 }  // namespace
 
-void register_misc_routes(httplib::Server& http, ServerState& state, int64_t started_at) {
-  http.Get("/health", [&state](const httplib::Request&, httplib::Response& res) { health(state, res); });
-  http.Get("/v1/health", [&state](const httplib::Request&, httplib::Response& res) { health(state, res); });
-  auto list = [&state, started_at](const httplib::Request&, httplib::Response& res) { models(state, started_at, res); };
-  http.Get("/v1/models", list);
-  http.Get("/models", list);
-  http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) { metrics(state, res); });
-  http.Get("/openapi.json", [](const httplib::Request&, httplib::Response& res) {
+void register_misc_routes(http::Router& router, ServerState& state, int64_t started_at) {
+  router.get("/health", [&state](const http::Request&, http::Response& res) { health(state, res); });
+  router.get("/v1/health", [&state](const http::Request&, http::Response& res) { health(state, res); });
+  auto list = [&state, started_at](const http::Request&, http::Response& res) { models(state, started_at, res); };
+  router.get("/v1/models", list);
+  router.get("/models", list);
+  router.get("/metrics", [&state](const http::Request&, http::Response& res) { metrics(state, res); });
+  router.get("/openapi.json", [](const http::Request&, http::Response& res) {
     res.set_content(std::string(openapi_json()), "application/json");
   });
-  http.Post("/tokenize", [&state](const httplib::Request& req, httplib::Response& res) { tokenize(state, req, res); });
-  http.Post("/detokenize",
-            [&state](const httplib::Request& req, httplib::Response& res) { detokenize(state, req, res); });
+  router.post("/tokenize", [&state](const http::Request& req, http::Response& res) { tokenize(state, req, res); });
+  router.post("/detokenize",
+              [&state](const http::Request& req, http::Response& res) { detokenize(state, req, res); });
 }
 
 }  // namespace ubatch::server

@@ -3,12 +3,12 @@
 
 #include <cstdint>
 
-#include "common/httplib_include.h"
+#include "server/http/router.h"
 #include "server/server_state.h"
 
 namespace ubatch::server {
 
 // started_at: Unix seconds, the "created" of the model in /v1/models.
-void register_misc_routes(httplib::Server& http, ServerState& state, int64_t started_at);
+void register_misc_routes(http::Router& router, ServerState& state, int64_t started_at);
 
 }  // namespace ubatch::server

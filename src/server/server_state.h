@@ -1,5 +1,6 @@
 // What the route handlers share: the configuration, the backend (engine + tokenizer, set
-// once the model is loaded), the stop flag, and the server's own counters for /metrics.
+// once the model is loaded), the drain and stop flags, and the server's own counters for
+// /metrics.
 // Internal to src/server/.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "server/http/server.h"
 #include "server/http_server.h"
 
 namespace ubatch::server {
@@ -36,7 +38,9 @@ struct ServerState {
   const ServerConfig config;
   std::atomic<const Backend*> backend{nullptr};  // null while loading; set once
   std::unique_ptr<Backend> backend_owner;
-  std::atomic<bool> stopping{false};
+  std::atomic<bool> draining{false};  // graceful shutdown began: /health 503, new completions 503
+  std::atomic<bool> stopping{false};  // stop() began: requests still running are ended
+  const http::TransportStats* transport = nullptr;  // connection counters (for /metrics)
   HttpCounters counters;
   std::string id_salt;  // random per process: response ids differ across restarts
 };

@@ -1,11 +1,15 @@
 // `ubatch serve`: the OpenAI-compatible HTTP server (src/server/) over the engine
 // (src/sched/). With no arguments it serves the embedded default model on 127.0.0.1:8080.
-// The port opens first (/health answers 503 while the model loads); SIGINT or SIGTERM
-// stops it: requests in flight are cancelled, threads joined.
+// The port opens first (/health answers 503 while the model loads). SIGINT or SIGTERM starts
+// a graceful shutdown: /health answers 503 "draining", new requests are refused, running ones
+// may finish within --shutdown-timeout seconds, then the rest are cancelled (a stream gets a
+// final error event); exit status 0. A second signal skips the wait.
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <chrono>
 #include <thread>
-#include <signal.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -32,6 +36,7 @@ struct ServeOptions {
   std::string policy = "ubatch";
   std::string alias;
   std::string log_level = "info";
+  double shutdown_timeout_s = 10;
   bool perf = false;
   const CLI::Option* seed_option = nullptr;
   const CLI::Option* n_batch_option = nullptr;
@@ -70,15 +75,29 @@ int run_serve(ServeOptions& o) {
   cfg.sampling = o.sampling;
   cfg.random_seed = o.seed_option == nullptr || o.seed_option->count() == 0;
   cfg.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(o.model.model).stem().string();
-  if (cfg.http_threads <= 0)
-    cfg.http_threads = std::clamp(o.engine.n_parallel + o.engine.max_queue + 4, 8, 1024);
+  // Every connection is a descriptor: lift the soft limit to the hard one, and keep
+  // --max-connections within it (with room for the model file, logs and the listener).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    if (nofile.rlim_cur < nofile.rlim_max) {
+      nofile.rlim_cur = nofile.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &nofile);
+      getrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    const size_t room = nofile.rlim_cur > 128 ? static_cast<size_t>(nofile.rlim_cur) - 64 : 64;
+    if (cfg.max_connections > room) {
+      spdlog::warn("--max-connections {} exceeds the open-file limit ({}): using {}", cfg.max_connections,
+                   static_cast<uint64_t>(nofile.rlim_cur), room);
+      cfg.max_connections = room;
+    }
+  }
 
   server::HttpServer http(cfg);
   Result<int> port = http.bind();
   if (!port) return fmt::print(stderr, "error: {}\n", port.message()), 1;
   if (Status s = http.start(); !s) return fmt::print(stderr, "error: {}\n", s.message()), 1;
-  spdlog::info("listening on http://{}:{} ({} HTTP threads); loading {}", cfg.host, port.value(), cfg.http_threads,
-               o.model.model);
+  spdlog::info("listening on http://{}:{} ({} HTTP I/O threads, at most {} connections); loading {}", cfg.host,
+               port.value(), cfg.http_threads, cfg.max_connections, o.model.model);
 
   o.model.ctx_sequences = o.engine.n_parallel;  // --n-ctx 0: a full context for every slot
   Result<Loaded> loaded = load(o.model, true);
@@ -103,7 +122,22 @@ int run_serve(ServeOptions& o) {
     const auto t_ready = std::chrono::steady_clock::now();
     int sig = 0;
     sigwait(&signals, &sig);
-    spdlog::info("signal {}: shutting down", sig);
+    spdlog::info("signal {}: draining (health answers 503; {} requests running, waiting up to {:g} s)", sig,
+                 http.requests_in_flight(), o.shutdown_timeout_s);
+    http.drain();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout_s * 1000));
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!http.wait_idle(std::chrono::milliseconds(0)) && std::chrono::steady_clock::now() < deadline) {
+      if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+        spdlog::info("second signal: not waiting any longer");
+        break;
+      }
+    }
+    if (http.requests_in_flight() > 0)
+      spdlog::info("shutting down: cancelling {} requests still running", http.requests_in_flight());
+    else
+      spdlog::info("shutting down: no request running");
     http.stop();  // before the engine goes: no handler may touch it afterwards
     grammar_warm_up.join();
     if (o.perf) {
@@ -140,11 +174,32 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
                "tokenize /v1/completions text prompts as plain text: special-token text such as "
                "<start_of_turn> stays text (chat content is always plain text)");
   sub.add_option("--http-threads", s.http_threads,
-                 "HTTP threads, one per open connection (0: n_parallel + max_queue + 4)")
-      ->check(CLI::Range(0, 4096));
-  s.http_threads = 0;
-  sub.add_option("--keep-alive", s.keep_alive_timeout_s, "seconds an idle keep-alive connection stays open")
+                 "I/O threads serving every HTTP connection (connections do not hold threads)")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  sub.add_option("--max-connections", s.max_connections,
+                 "most open connections; more are accepted and closed at once")
+      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  sub.add_option("--max-header", s.max_header, "largest request line + header fields in bytes (larger: 431)")
+      ->capture_default_str()->check(CLI::Range(size_t{1024}, size_t{1} << 20));
+  sub.add_option("--keep-alive", s.keep_alive_timeout_s,
+                 "seconds a connection may wait for the first byte of a request (idle keep-alive)")
       ->capture_default_str()->check(CLI::Range(1, 3600));
+  sub.add_option("--header-timeout", s.header_timeout_s,
+                 "seconds from a request's first byte to the end of its header (else 408, closed)")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  sub.add_option("--body-timeout", s.body_timeout_s, "seconds from the end of the header to the end of the body (else 408)")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  sub.add_option("--send-timeout", s.send_timeout_s, "seconds a write to a client may stall before the connection closes")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  sub.add_option("--stream-buffer", s.stream_buffer,
+                 "bytes of a stream queued for a slow reader before its request is cancelled")
+      ->capture_default_str()->check(CLI::Range(size_t{4096}, size_t{1} << 30));
+  sub.add_option("--cors-origin", s.cors_origins,
+                 "browser origin allowed to call the API (repeat, or comma-separate; '*': any); default none")
+      ->delimiter(',');
+  sub.add_option("--shutdown-timeout", o->shutdown_timeout_s,
+                 "on SIGTERM/SIGINT, seconds running requests may take to finish before they are cancelled")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   sub.add_option("--alias", o->alias, "model id in /v1/models and responses (default: the file name)");
   sub.add_option("--chat-template", s.chat_template,
                  "chat format: a family (gemma, llama3, chatml, llama2, phi3) or a template "
