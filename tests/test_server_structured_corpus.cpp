@@ -6,6 +6,7 @@
 // python3 + jsonschema or the default model.
 #include "test_server_fixture.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
