@@ -36,6 +36,19 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
       ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
 }
 
+void add_spec_options(CLI::App& app, sched::EngineConfig& e) {
+  app.add_option("--spec-ngram", e.spec_ngram,
+                 "speculative decoding: longest n-gram of the sequence's own tokens matched to draft from "
+                 "(prompt lookup; 0: off)")
+      ->capture_default_str()->check(CLI::Range(0, 16));
+  app.add_option("--spec-k", e.spec_k, "speculative decoding: most draft tokens per sequence per step (0: off)")
+      ->capture_default_str()->check(CLI::Range(0, 64));
+  app.add_option("--spec-table", e.spec_table,
+                 "speculative decoding: entries of a server-wide n-gram table of finished outputs, drafting "
+                 "where a sequence's own tokens have no match (0: off; bytes: entries x (16 + 4 x spec-k))")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+}
+
 void add_sampling_options(CLI::App& app, SamplingParams& p) {
   app.add_option("--temp", p.temperature, "temperature (0: greedy)")->capture_default_str();
   app.add_option("--top-k", p.top_k, "top-k (0: off)")->capture_default_str();
