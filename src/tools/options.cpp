@@ -49,7 +49,7 @@ void add_spec_options(CLI::App& app, sched::EngineConfig& e) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
 }
 
-void add_sampling_options(CLI::App& app, SamplingParams& p) {
+void add_sampling_options(CLI::App& app, SamplingParams& p, bool with_seed) {
   app.add_option("--temp", p.temperature, "temperature (0: greedy)")->capture_default_str();
   app.add_option("--top-k", p.top_k, "top-k (0: off)")->capture_default_str();
   app.add_option("--top-p", p.top_p, "top-p / nucleus (1: off)")->capture_default_str();
@@ -59,7 +59,7 @@ void add_sampling_options(CLI::App& app, SamplingParams& p) {
       ->capture_default_str();
   app.add_option("--presence-penalty", p.presence_penalty, "presence penalty")->capture_default_str();
   app.add_option("--frequency-penalty", p.frequency_penalty, "frequency penalty")->capture_default_str();
-  app.add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
+  if (with_seed) app.add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
 }
 
 Result<Loaded> load(const ModelOptions& o, bool with_tokenizer) {

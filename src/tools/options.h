@@ -32,8 +32,8 @@ void add_model_options(CLI::App& app, ModelOptions& o);
 // engine configuration's fields.
 void add_spec_options(CLI::App& app, sched::EngineConfig& e);
 // Adds --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
-// --presence-penalty, --frequency-penalty, --seed.
-void add_sampling_options(CLI::App& app, SamplingParams& p);
+// --presence-penalty, --frequency-penalty and (with_seed) -s/--seed.
+void add_sampling_options(CLI::App& app, SamplingParams& p, bool with_seed = true);
 
 struct Loaded {
   std::shared_ptr<Model> model;
