@@ -217,6 +217,7 @@ uint64_t property_test(const std::string& model, uint32_t seed, int n_requests, 
     spec_cfg.spec_k = k;
     spec_cfg.spec_ngram = k == 3 ? 2 : 4;
     spec_cfg.spec_table = k == 8 ? 4096 : 0;
+    spec_cfg.spec_always = k == 8;  // k 3: the step-time decision; k 8: every draft (most verification)
     const std::vector<Outcome> spec = run_all(f, spec_cfg, reqs, &spec_m);
     expect_same(plain, spec);
     // The run exercised verification: drafts were accepted and rejected.

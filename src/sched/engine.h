@@ -50,6 +50,8 @@ struct EngineConfig {
   int32_t spec_k = 8;              // most draft tokens per sequence per step (0: off)
   int32_t spec_table = 0;          // entries of the server-wide n-gram table of finished outputs (0: off)
   double spec_margin = 0.1;        // a draft token must promise this share more than break-even
+  bool spec_always = false;        // draft every available draft (up to spec_k, budget, KV), without the
+                                   // step-time decision: fixed-k speculation, for comparison and tests
   // Shape of the step-time prior (a : b : c, rescaled to the first measured step; see
   // step_time_model.h): from steps of the default model (docs/BENCHMARKS.md).
   StepCost step_cost_prior{1.0, 0.04, 0.04};

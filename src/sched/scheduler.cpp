@@ -627,7 +627,13 @@ void Scheduler::plan_drafts(std::vector<Entry>& entries, int32_t budget, int32_t
   }
   if (options.empty()) return;
   for (AcceptanceCounts& a : accept_by_match_) a.relax(kGlobalRelax);
-  const DraftChoice choice = choose_drafts(step_model_.cost(), tokens, rows, options, budget, cfg_.spec_margin);
+  DraftChoice choice = choose_drafts(step_model_.cost(), tokens, rows, options, budget, cfg_.spec_margin);
+  if (cfg_.spec_always) {
+    for (size_t j = 0; j < options.size(); ++j) {
+      choice.len[j] = std::min(options[j].max_len, budget);
+      budget -= choice.len[j];
+    }
+  }
   for (size_t j = 0; j < which.size(); ++j) {
     Entry& e = entries[which[j]];
     int32_t len = choice.len[j];

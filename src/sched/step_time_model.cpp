@@ -1,63 +1,59 @@
 #include "sched/step_time_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace ubatch::sched {
 
-namespace {
-constexpr std::array<std::array<double, 2>, 3> kPriorPoints = {{{1, 1}, {16, 16}, {128, 1}}};
+StepTimeModel::StepTimeModel(const StepCost& shape, double forget, double prior_weight)
+    : shape_(shape), forget_(forget), prior_weight_(prior_weight), cost_(shape) {
+  // Every term of the shape must be positive (it is the scale of its coefficient's prior).
+  shape_.a_ms = std::max(shape_.a_ms, 1e-6);
+  shape_.b_ms_per_token = std::max(shape_.b_ms_per_token, 1e-6);
+  shape_.c_ms_per_row = std::max(shape_.c_ms_per_row, 1e-6);
+  cost_ = shape_;
 }
-
-StepTimeModel::StepTimeModel(const StepCost& prior, double forget, double prior_weight)
-    : prior_(prior), forget_(forget), prior_weight_(prior_weight), cost_(prior) {}
 
 void StepTimeModel::observe(int64_t tokens, int64_t rows, double ms) {
   if (!(ms > 0) || !std::isfinite(ms) || tokens <= 0) return;
-  if (n_observed_ == 0) {
-    // Rescale the prior's shape to this machine's first step.
-    const double p = prior_.ms(static_cast<double>(tokens), static_cast<double>(rows));
-    if (p > 0) {
-      const double s = ms / p;
-      prior_.a_ms *= s;
-      prior_.b_ms_per_token *= s;
-      prior_.c_ms_per_row *= s;
-    }
-  }
   ++n_observed_;
+  const double t = static_cast<double>(tokens), r = static_cast<double>(rows);
   // Relative error: the sample (x, y) = ((1, tokens, rows), ms) divided by ms.
-  const std::array<double, 3> x = {1.0 / ms, static_cast<double>(tokens) / ms, static_cast<double>(rows) / ms};
+  const std::array<double, 3> x = {1.0 / ms, t / ms, r / ms};
   for (auto& row : xtx_)
     for (double& v : row) v *= forget_;
   for (double& v : xty_) v *= forget_;
   yty_ *= forget_;
+  scale_num_ *= forget_;
+  scale_den_ *= forget_;
   for (int i = 0; i < 3; ++i) {
     for (int j = 0; j < 3; ++j) xtx_[i][j] += x[i] * x[j];
     xty_[i] += x[i];
   }
   yty_ += 1.0;
+  scale_num_ += ms / shape_.ms(t, r);
+  scale_den_ += 1.0;
   refit();
 }
 
-// Least squares over the measured and the prior's pseudo-steps with coefficients >= 0: every
-// subset of free coefficients (the others 0) is solved, and the feasible one with the least
-// residual wins (3 coefficients: 7 small systems).
+// Minimizes Σ w(1 − x·β)² + Σ_k λ_k (β_k − β0_k)² with β >= 0, where β0 is the scaled shape
+// and λ_k = prior_weight / β0_k². Every subset of free coefficients (the others 0) is solved
+// and the feasible one with the least objective wins (3 coefficients: 7 small systems).
 void StepTimeModel::refit() {
+  const double s = scale_den_ > 0 ? scale_num_ / scale_den_ : 1.0;
+  const std::array<double, 3> beta0 = {s * shape_.a_ms, s * shape_.b_ms_per_token, s * shape_.c_ms_per_row};
   std::array<std::array<double, 3>, 3> m = xtx_;
   std::array<double, 3> v = xty_;
   double yy = yty_;
-  for (const auto& pt : kPriorPoints) {
-    const double y = prior_.ms(pt[0], pt[1]);
-    if (!(y > 0)) continue;
-    const std::array<double, 3> x = {1.0 / y, pt[0] / y, pt[1] / y};
-    for (int i = 0; i < 3; ++i) {
-      for (int j = 0; j < 3; ++j) m[i][j] += prior_weight_ * x[i] * x[j];
-      v[i] += prior_weight_ * x[i];
-    }
-    yy += prior_weight_;
+  for (int k = 0; k < 3; ++k) {
+    const double lambda = prior_weight_ / (beta0[k] * beta0[k]);
+    m[k][k] += lambda;
+    v[k] += lambda * beta0[k];
+    yy += lambda * beta0[k] * beta0[k];
   }
-  double best_res = std::numeric_limits<double>::infinity();
-  std::array<double, 3> best = {prior_.a_ms, prior_.b_ms_per_token, prior_.c_ms_per_row};
+  double best_obj = std::numeric_limits<double>::infinity();
+  std::array<double, 3> best = beta0;
   for (int mask = 1; mask < 8; ++mask) {
     int idx[3];
     int n = 0;
@@ -75,7 +71,7 @@ void StepTimeModel::refit() {
       for (int r = i + 1; r < n; ++r)
         if (std::fabs(a[r][i]) > std::fabs(a[p][i])) p = r;
       for (int c = 0; c <= n; ++c) std::swap(a[i][c], a[p][c]);
-      if (std::fabs(a[i][i]) < 1e-300) {
+      if (!(std::fabs(a[i][i]) > 0)) {
         singular = true;
         break;
       }
@@ -93,14 +89,13 @@ void StepTimeModel::refit() {
       feasible = feasible && beta[idx[r]] >= 0 && std::isfinite(beta[idx[r]]);
     }
     if (!feasible) continue;
-    // Residual Σw(y − xβ)² = yy − 2βᵀv + βᵀMβ (y = 1 after scaling).
-    double res = yy;
+    double obj = yy;  // = Σw + Σλβ0² − 2βᵀv + βᵀMβ
     for (int i = 0; i < 3; ++i) {
-      res -= 2 * beta[i] * v[i];
-      for (int j = 0; j < 3; ++j) res += beta[i] * m[i][j] * beta[j];
+      obj -= 2 * beta[i] * v[i];
+      for (int j = 0; j < 3; ++j) obj += beta[i] * m[i][j] * beta[j];
     }
-    if (res < best_res) {
-      best_res = res;
+    if (obj < best_obj) {
+      best_obj = obj;
       best = beta;
     }
   }

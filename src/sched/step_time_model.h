@@ -5,11 +5,12 @@
 // relative error (each step divided by its measured time, as sim::fit_cost_model) over the
 // steps the scheduler runs, with non-negative coefficients.
 //
-// A prior keeps the fit defined before the steps vary: three pseudo-steps at (1, 1), (16, 16)
-// and (128, 1) tokens/rows timed by the prior, which is first rescaled so that it predicts the
-// first measured step exactly (only the prior's *shape* a : b : c matters). While a server runs
-// only single-token decodes, the slopes b and c stay the prior's; once steps of other sizes
-// run, the measurements decide.
+// A prior keeps the fit defined while the steps do not vary enough to tell the three terms
+// apart (a server that has only run one-token decodes and prefills cannot tell a logits row
+// from the per-step cost): a ridge penalty pulls each coefficient towards the prior's, with
+// the prior's own size as its scale (about "known to within 100%"). Only the prior's shape
+// a : b : c is given; its scale follows the measured steps (a running mean of measured /
+// predicted-by-the-shape). Where the steps decide a direction, the measurements win.
 //
 // Single-threaded (the engine thread).
 #pragma once
@@ -28,23 +29,26 @@ struct StepCost {
 
 class StepTimeModel {
  public:
-  // forget: weight kept by older steps at each new one (0.98: about the last 50 steps);
-  // prior_weight: weight of each of the three pseudo-steps.
-  explicit StepTimeModel(const StepCost& prior, double forget = 0.98, double prior_weight = 0.25);
+  // shape: the prior's a : b : c (each > 0; only ratios matter). forget: weight kept by older
+  // steps at each new one (0.98: about the last 50 steps); prior_weight: the ridge strength,
+  // in steps.
+  explicit StepTimeModel(const StepCost& shape, double forget = 0.98, double prior_weight = 0.02);
 
   void observe(int64_t tokens, int64_t rows, double ms);
   double predict(double tokens, double rows) const { return cost_.ms(tokens, rows); }
+  // The fitted coefficients (before any step: the shape itself).
   const StepCost& cost() const { return cost_; }
   int64_t n_observed() const { return n_observed_; }
 
  private:
   void refit();
 
-  StepCost prior_;
+  StepCost shape_;
   double forget_, prior_weight_;
   std::array<std::array<double, 3>, 3> xtx_{};  // Σ w·x·xᵀ over measured steps (x = (1, tokens, rows) / ms)
-  std::array<double, 3> xty_{};                 // Σ w·x·1
+  std::array<double, 3> xty_{};                 // Σ w·x
   double yty_ = 0;                              // Σ w
+  double scale_num_ = 0, scale_den_ = 0;        // Σ w·ms/shape(x), Σ w: the prior's scale
   StepCost cost_;
   int64_t n_observed_ = 0;
 };

@@ -209,6 +209,7 @@ int run_sim(const SimOptions& o) {
       c.spec_ngram = o.spec.spec_ngram;
       c.spec_k = o.spec.spec_k;
       c.spec_table = o.spec.spec_table;
+      c.spec_always = o.spec.spec_always;
       c.step_cost_prior = sched::StepCost{cost.a_ms, cost.b_ms_per_token, cost.c_ms_per_seq};
       w.n_users = u;
       w.n_requests = o.requests > 0 ? o.requests : 4 * u;

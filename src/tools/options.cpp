@@ -47,6 +47,9 @@ void add_spec_options(CLI::App& app, sched::EngineConfig& e) {
                  "speculative decoding: entries of a server-wide n-gram table of finished outputs, drafting "
                  "where a sequence's own tokens have no match (0: off; bytes: entries x (16 + 4 x spec-k))")
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  app.add_flag("--spec-always", e.spec_always,
+               "speculative decoding: draft whenever a draft exists, up to --spec-k, instead of only where the "
+               "measured step-time model says it pays (fixed-k speculation, for comparison)");
 }
 
 void add_sampling_options(CLI::App& app, SamplingParams& p, bool with_seed) {

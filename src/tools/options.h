@@ -28,7 +28,7 @@ struct ModelOptions {
 
 // Adds -m/--model, --threads, --n-ctx, --n-batch, --n-ubatch, --kv-cache-fraction, --kv-type.
 void add_model_options(CLI::App& app, ModelOptions& o);
-// Adds --spec-ngram, --spec-k, --spec-table (speculative decoding; docs/CLI.md) into the
+// Adds --spec-ngram, --spec-k, --spec-table, --spec-always (speculative decoding; docs/CLI.md) into the
 // engine configuration's fields.
 void add_spec_options(CLI::App& app, sched::EngineConfig& e);
 // Adds --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,

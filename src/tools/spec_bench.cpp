@@ -12,7 +12,9 @@
 
 namespace ubatch::tools {
 
-std::string SpecSetting::name() const { return k <= 0 ? "off" : fmt::format("n{} k{}", ngram, k); }
+std::string SpecSetting::name() const {
+  return k <= 0 ? "off" : fmt::format("n{} k{}{}", ngram, k, always ? " always" : "");
+}
 
 Result<std::vector<SpecSetting>> parse_spec_settings(const std::string& text) {
   std::vector<SpecSetting> out;
@@ -20,6 +22,11 @@ Result<std::vector<SpecSetting>> parse_spec_settings(const std::string& text) {
   std::istringstream in(text);
   while (std::getline(in, item, ',')) {
     SpecSetting s;
+    const std::string given = item;
+    if (!item.empty() && item.back() == 'a') {
+      s.always = true;
+      item.pop_back();
+    }
     try {
       size_t used = 0;
       const size_t colon = item.find(':');
@@ -34,10 +41,10 @@ Result<std::vector<SpecSetting>> parse_spec_settings(const std::string& text) {
         if (used != item.size()) throw std::invalid_argument(item);
       }
     } catch (...) {
-      return Status::error(fmt::format("--spec: bad item '{}' (want K or N:K)", item));
+      return Status::error(fmt::format("--spec: bad item '{}' (want K, N:K, Ka or N:Ka)", given));
     }
     if (s.k < 0 || s.k > 64 || s.ngram < 1 || s.ngram > 16)
-      return Status::error(fmt::format("--spec: '{}' is out of range (K in 0..64, N in 1..16)", item));
+      return Status::error(fmt::format("--spec: '{}' is out of range (K in 0..64, N in 1..16)", given));
     out.push_back(s);
   }
   if (out.empty()) return Status::error("--spec: no settings");
@@ -88,6 +95,7 @@ Result<std::vector<SpecBenchRow>> run_spec_bench(Context& ctx, const Tokenizer& 
         cfg.n_batch = ctx.params().n_batch;
         cfg.spec_ngram = row.setting.ngram;
         cfg.spec_k = row.setting.k;
+        cfg.spec_always = row.setting.always;
         sched::Request req;
         req.prompt = prompts[pi].tokens;
         req.sampling = o.sampling;
