@@ -47,6 +47,35 @@ TEST(NgramDrafter, RunsOfOneTokenDraftTheRun) {
   EXPECT_EQ(out.tokens, (std::vector<int32_t>{5}));  // only what followed the latest earlier "5 5"
 }
 
+TEST(NgramDrafter, AgreesWithABruteForceSearch) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int32_t n_max = 1 + static_cast<int32_t>(rng() % 4), vocab = 2 + static_cast<int32_t>(rng() % 20);
+    NgramDrafter d(n_max);
+    std::vector<int32_t> seq;
+    for (int i = 0; i < 400; ++i) {
+      const int32_t t = static_cast<int32_t>(rng() % vocab);
+      seq.push_back(t);
+      d.append(t);
+      const int32_t k = 1 + static_cast<int32_t>(rng() % 6);
+      Draft got;
+      d.draft(k, 1, got);
+      // Brute force: longest n, then the latest earlier end j < m with the same n tokens.
+      const auto m = static_cast<int32_t>(seq.size()) - 1;
+      Draft want;
+      for (int32_t n = std::min(n_max, m); n >= 1 && want.n_match == 0; --n)
+        for (int32_t j = m - 1; j >= n - 1; --j)
+          if (std::equal(seq.begin() + (m - n + 1), seq.begin() + m + 1, seq.begin() + (j - n + 1))) {
+            want.n_match = n;
+            for (int32_t p = j + 1; p <= m && static_cast<int32_t>(want.tokens.size()) < k; ++p) want.tokens.push_back(seq[p]);
+            break;
+          }
+      ASSERT_EQ(got.n_match, want.n_match) << "trial " << trial << " at " << i;
+      ASSERT_EQ(got.tokens, want.tokens) << "trial " << trial << " at " << i;
+    }
+  }
+}
+
 TEST(NgramTable, RemembersContinuationsAndStaysBounded) {
   NgramTable t(64, 2, 4);
   EXPECT_EQ(t.bytes(), 64 * 16 + 64 * 4 * 4u);

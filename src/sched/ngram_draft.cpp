@@ -19,7 +19,7 @@ inline uint64_t mix(uint64_t h) {  // splitmix64 finalizer
 uint64_t key(const int32_t* tokens, int32_t n) {
   uint64_t h = mix(static_cast<uint64_t>(n) + 0x9E3779B97F4A7C15ull);
   for (int32_t i = 0; i < n; ++i) h = mix(h ^ static_cast<uint32_t>(tokens[i]));
-  return h;
+  return h == 0 ? 1 : h;  // 0 marks an empty slot
 }
 }  // namespace
 
@@ -27,12 +27,43 @@ NgramDrafter::NgramDrafter(int32_t n_max) : n_max_(n_max) {
   UBATCH_CHECK_MSG(n_max >= 1, "ngram drafter: n_max must be >= 1");
 }
 
+void NgramDrafter::put(uint64_t k, int32_t end) {
+  if (2 * (n_used_ + 1) > slots_.size()) {  // grow: keep the table at most half full
+    std::vector<Slot> old(std::max<size_t>(64, slots_.size() * 2));
+    old.swap(slots_);
+    n_used_ = 0;
+    for (const Slot& s : old)
+      if (s.key != 0) put(s.key, s.end);
+  }
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = static_cast<size_t>(k) & mask;; i = (i + 1) & mask) {
+    if (slots_[i].key == k) {
+      slots_[i].end = end;
+      return;
+    }
+    if (slots_[i].key == 0) {
+      slots_[i] = {k, end};
+      ++n_used_;
+      return;
+    }
+  }
+}
+
+int32_t NgramDrafter::get(uint64_t k) const {
+  if (slots_.empty()) return -1;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = static_cast<size_t>(k) & mask;; i = (i + 1) & mask) {
+    if (slots_[i].key == k) return slots_[i].end;
+    if (slots_[i].key == 0) return -1;
+  }
+}
+
 void NgramDrafter::append(int32_t token) {
   tokens_.push_back(token);
   // The n-grams ending just before the new token now have a following token.
   const auto m = static_cast<int32_t>(tokens_.size()) - 1;
   const int32_t end = m - 1;
-  for (int32_t n = 1; n <= n_max_ && end - n + 1 >= 0; ++n) last_[key(&tokens_[end - n + 1], n)] = end;
+  for (int32_t n = 1; n <= n_max_ && end - n + 1 >= 0; ++n) put(key(&tokens_[end - n + 1], n), end);
 }
 
 void NgramDrafter::append(const std::vector<int32_t>& tokens) {
@@ -48,9 +79,8 @@ void NgramDrafter::draft(int32_t k, int32_t n_min, Draft& out) const {
   n_min = std::max(1, n_min);
   for (int32_t n = std::min(n_max_, m); n >= n_min; --n) {
     const int32_t* suffix = &tokens_[m - n + 1];
-    auto it = last_.find(key(suffix, n));
-    if (it == last_.end()) continue;
-    const int32_t j = it->second;  // an earlier occurrence ends at j (j < m)
+    const int32_t j = get(key(suffix, n));  // an earlier occurrence ends at j (j < m)
+    if (j < 0) continue;
     if (!std::equal(suffix, suffix + n, &tokens_[j - n + 1])) continue;  // hash collision
     out.n_match = n;
     for (int32_t i = j + 1; i <= m && static_cast<int32_t>(out.tokens.size()) < k; ++i) out.tokens.push_back(tokens_[i]);

@@ -3,9 +3,9 @@
 // and generated so far, up to n_max tokens) that occurred earlier in the same sequence
 // proposes the tokens that followed its most recent earlier occurrence as the draft.
 //
-// NgramDrafter indexes one sequence incrementally: append() is O(n_max), draft() is
-// O(n_max + k). Memory: the tokens plus one hash-map entry per (position, n-gram length),
-// about 40 · n_max bytes per token.
+// NgramDrafter indexes one sequence incrementally: append() is O(n_max) (amortized), draft()
+// is O(n_max + k). Memory: the tokens plus one open-addressing slot per distinct (n-gram,
+// length), kept at most half full: at most 4 + 32 · n_max bytes per token.
 //
 // NgramTable is the optional server-wide table: the last n_max tokens → the tokens that
 // followed them in recently finished sequences. Direct-mapped and bounded (a newer entry
@@ -16,7 +16,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 namespace ubatch::sched {
@@ -42,10 +41,19 @@ class NgramDrafter {
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
  private:
+  // Open addressing (linear probing, power-of-two size, at most half full): key of an n-gram
+  // of length n ending at i → the latest such i that has a following token. Key 0 is "empty".
+  struct Slot {
+    uint64_t key = 0;
+    int32_t end = -1;
+  };
+  void put(uint64_t key, int32_t end);
+  int32_t get(uint64_t key) const;  // -1 when absent
+
   int32_t n_max_;
   std::vector<int32_t> tokens_;
-  // key(n-gram of length n ending at i) → the latest such i that has a following token.
-  std::unordered_map<uint64_t, int32_t> last_;
+  std::vector<Slot> slots_;
+  size_t n_used_ = 0;
 };
 
 class NgramTable {
