@@ -52,8 +52,8 @@ struct EngineConfig {
   double spec_margin = 0.1;        // a draft token must promise this share more than break-even
   bool spec_always = false;        // draft every available draft (up to spec_k, budget, KV), without the
                                    // step-time decision: fixed-k speculation, for comparison and tests
-  // Shape of the step-time prior (a : b : c, rescaled to the first measured step; see
-  // step_time_model.h): from steps of the default model (docs/BENCHMARKS.md).
+  // Shape a : b : c of the step-time model's prior (step_time_model.h; its scale follows the
+  // measured steps): from steps of the default model on 2 threads (docs/BENCHMARKS.md).
   StepCost step_cost_prior{1.0, 0.04, 0.04};
   int32_t max_tokens_cap = 1 << 20;
   int32_t n_ctx_seq = 0;           // most tokens one sequence may hold, prompt + generated
