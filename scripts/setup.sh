@@ -80,6 +80,13 @@ if ! python3 -c 'import jsonschema, rfc3339_validator' >/dev/null 2>&1; then
     echo "warning: could not install jsonschema; the structured-output corpus test will skip"
 fi
 
+# schemathesis, for the API conformance test against docs/openapi.yaml (tests/python/schemathesis_run.py).
+if ! python3 -c 'import schemathesis' >/dev/null 2>&1; then
+  echo "== installing schemathesis (pip package schemathesis)"
+  python3 -m pip install --quiet schemathesis || python3 -m pip install --quiet --break-system-packages schemathesis || \
+    echo "warning: could not install schemathesis; the API conformance test will skip"
+fi
+
 echo "== building (Release) in build/"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build

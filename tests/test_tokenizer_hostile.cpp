@@ -1,5 +1,6 @@
 // Hostile input never crashes or corrupts: invalid UTF-8, NUL bytes, 1 MB of one character,
 // every byte value, out-of-range ids; and malformed vocabulary metadata is a clear error.
+// Every input also keeps the bytes-per-token bound (Tokenizer::max_piece_bytes).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -44,16 +45,32 @@ void check_hostile(const Tokenizer& tok, const std::string& name, RoundTrip roun
   std::string emoji;
   while (emoji.size() < (1u << 20)) emoji += "\xF0\x9F\xA6\x99";
   inputs.push_back(emoji);
+  // The piece that spells the most bytes, 1,000 times: the lower bound of max_piece_bytes() is tight.
+  int32_t longest = -1;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id)
+    if (longest < 0 || tok.token_to_piece(id, true).size() > tok.token_to_piece(longest, true).size()) longest = id;
+  std::string repeated;
+  for (int k = 0; k < 1000; ++k) repeated += tok.token_to_piece(longest, true);
+  inputs.push_back(repeated);
   std::mt19937 rng(1234);
   for (int k = 0; k < 20; ++k) {
     std::string r(1 + rng() % 200, '\0');
     for (char& c : r) c = static_cast<char>(rng() & 0xFF);
     inputs.push_back(r);
   }
+  // A vocabulary that drops bytes it cannot spell has no bytes-per-token bound; the others do.
+  const size_t piece = tok.max_piece_bytes();
+  if (round_trip == RoundTrip::NONE)
+    EXPECT_EQ(piece, 0u) << name;
+  else
+    EXPECT_EQ(piece, tok.token_to_piece(longest, true).size()) << name;
   for (const std::string& s : inputs) {
     for (bool parse_special : {false, true}) {
       const std::vector<int32_t> ids = tok.tokenize(s, true, parse_special);
       for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.n_vocab()) << name;
+      // The server refuses a prompt by this bound before tokenizing it (json_request.cpp).
+      if (piece > 0)
+        EXPECT_GE(ids.size(), (s.size() + piece - 1) / piece) << name << ": input of " << s.size() << " bytes";
       const bool must_round_trip = round_trip == RoundTrip::ALL ||
                                    (round_trip == RoundTrip::VALID_UTF8 && is_valid_utf8(s));
       if (!parse_special && must_round_trip) {

@@ -123,8 +123,23 @@ bool as_id_list(const json& arr, std::vector<int32_t>& ids) {
   return true;
 }
 
+// A text prompt whose length in bytes already proves it cannot fit the context (each token
+// stands for at most max_piece_bytes() of its bytes): refused before tokenizing it, which costs
+// time and tens of bytes of memory per byte of text (a prompt up to --max-body, 4 MiB).
+std::optional<ApiError> check_text_fits(size_t text_bytes, const Tokenizer& tok, int32_t n_ctx, const char* param) {
+  const size_t piece = tok.max_piece_bytes();
+  if (piece == 0 || n_ctx <= 0) return std::nullopt;
+  const size_t at_least = (text_bytes + piece - 1) / piece;
+  if (at_least < static_cast<size_t>(n_ctx)) return std::nullopt;
+  return invalid_request(fmt::format("the prompt is {} bytes, so at least {} tokens (one token spells at most {} "
+                                     "bytes), but the context holds {} tokens (prompt plus at least one generated "
+                                     "token)",
+                                     text_bytes, at_least, piece, n_ctx),
+                         param, "context_length_exceeded");
+}
+
 std::optional<ApiError> parse_prompt(const json& body, const Tokenizer& tok, int32_t n_vocab, bool parse_special,
-                                     ParsedRequest& out) {
+                                     int32_t n_ctx, ParsedRequest& out) {
   const json* p = field(body, "prompt");
   if (!p) return invalid_request("'prompt' is required", "prompt", "missing_required_parameter");
   const char* shape = "'prompt' must be a string, an array of token ids, or a list of one of those";
@@ -154,6 +169,7 @@ std::optional<ApiError> parse_prompt(const json& body, const Tokenizer& tok, int
   }
   if (is_text) {
     if (out.prompt_text.empty()) return invalid_request("'prompt' is empty", "prompt", "empty_prompt");
+    UBATCH_TRY(check_text_fits(out.prompt_text.size(), tok, n_ctx, "prompt"));
     ids = tok.tokenize(out.prompt_text, tok.add_bos_default(), parse_special);
   }
   UBATCH_TRY(check_ids(ids, n_vocab, "prompt"));
@@ -162,7 +178,7 @@ std::optional<ApiError> parse_prompt(const json& body, const Tokenizer& tok, int
 }
 
 std::optional<ApiError> parse_messages(const json& body, const Tokenizer& tok, const std::string& chat_template,
-                                       ParsedRequest& out) {
+                                       int32_t n_ctx, ParsedRequest& out) {
   const json* m = field(body, "messages");
   if (!m) return invalid_request("'messages' is required", "messages", "missing_required_parameter");
   if (!m->is_array()) return type_error("messages", "an array of {role, content} objects");
@@ -204,6 +220,7 @@ std::optional<ApiError> parse_messages(const json& body, const Tokenizer& tok, c
   // Only the template's markup is parsed for special tokens; message content is plain text.
   Result<SegmentedText> rendered = render_chat(chat_template, messages, true);
   if (!rendered) return invalid_request("'messages': " + rendered.message(), "messages");
+  UBATCH_TRY(check_text_fits(rendered->text.size(), tok, n_ctx, "messages"));
   out.request.prompt = tok.tokenize(*rendered, tok.add_bos_default());
   out.prompt_text = std::move(rendered->text);
   if (out.request.prompt.empty()) return invalid_request("'messages' render to an empty prompt", "messages", "empty_prompt");
@@ -456,9 +473,9 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
   UBATCH_TRY(parse_logprobs(body, endpoint, out));
 
   if (endpoint == Endpoint::Completions) {
-    UBATCH_TRY(parse_prompt(body, tokenizer, limits.n_vocab, limits.parse_special, out));
+    UBATCH_TRY(parse_prompt(body, tokenizer, limits.n_vocab, limits.parse_special, limits.n_ctx, out));
   } else {
-    UBATCH_TRY(parse_messages(body, tokenizer, chat_template, out));
+    UBATCH_TRY(parse_messages(body, tokenizer, chat_template, limits.n_ctx, out));
   }
 
   const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());

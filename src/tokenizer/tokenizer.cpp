@@ -38,6 +38,15 @@ class VocabTokenizer final : public Tokenizer {
       }
       if (t == TokenType::USER_DEFINED) user_defined_first_[first] = true;
     }
+    // Text loses no bytes when every byte has a token or the unknown token stands in (for one
+    // character, at most 4 bytes); otherwise a byte can vanish and no bound holds (0).
+    bool every_byte = true;
+    for (int b = 0; b < 256; ++b) every_byte = every_byte && vocab_->byte_token[b] >= 0;
+    if (every_byte || vocab_->unk_for_text() >= 0) {
+      max_piece_bytes_ = every_byte ? 1 : 4;
+      for (int32_t id = 0; id < vocab_->n_vocab(); ++id)
+        max_piece_bytes_ = std::max(max_piece_bytes_, token_to_piece(id, true).size());
+    }
   }
 
   int32_t n_vocab() const override { return vocab_->n_vocab(); }
@@ -69,6 +78,8 @@ class VocabTokenizer final : public Tokenizer {
     append_piece(id, special, out);
     return out;
   }
+
+  size_t max_piece_bytes() const override { return max_piece_bytes_; }
 
   std::string detokenize(const std::vector<int32_t>& ids, bool special,
                          bool remove_space_prefix) const override {
@@ -182,6 +193,7 @@ class VocabTokenizer final : public Tokenizer {
   // Bytes that start some special / user-defined token text (skips most trie lookups).
   bool special_first_[256] = {};
   bool user_defined_first_[256] = {};
+  size_t max_piece_bytes_ = 0;  // the longest token_to_piece(id, true)
 };
 
 }  // namespace

@@ -71,6 +71,13 @@ class Tokenizer {
   // unless `special`. Out-of-range ids give "".
   virtual std::string token_to_piece(int32_t id, bool special = false) const = 0;
 
+  // The most bytes of text one token stands for: the longest token_to_piece(id, true) (at
+  // least 4 where the unknown token stands in for a character). Every byte of a text is
+  // covered by one token, so a text of B bytes tokenizes to at least ceil(B / max_piece_bytes())
+  // tokens (BOS and space prefixes only add). 0 where no bound holds: a vocabulary with neither
+  // a token for every byte nor an unknown token drops the bytes it cannot spell.
+  virtual size_t max_piece_bytes() const { return 0; }
+
   // Ids → text; removes the SPM leading space that tokenization added when
   // remove_space_prefix. Output may end in an incomplete UTF-8 sequence only if the ids do.
   virtual std::string detokenize(const std::vector<int32_t>& ids, bool special = false,
