@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "context/context.h"
+#include "grammar/grammar_cache.h"
 #include "sched/engine.h"
 #include "support.h"
 #include "tokenizer/tokenizer.h"
@@ -249,6 +250,54 @@ TEST(SpecEngine, TinyLlamaF32ManySeeds) {
     accepted += property_test(test::reference_path("models/tiny-llama-f32.gguf"), seed, 16, false);
   }
   EXPECT_GT(accepted, 0u);
+}
+
+// Grammar-constrained requests: the grammar's matcher advances row by row during
+// verification (a rejected draft's rows never reach it), and a sample whose grammar completes
+// inside an accepted draft stops there, as without drafts.
+TEST(SpecEngine, GrammarConstrainedOutputIsTheSame) {
+  UBATCH_REQUIRE_REFERENCE();
+  Fixture f = load(test::reference_path("models/tiny-llama-q8_0.gguf"), 4096, 32);
+  const char* kList = R"G(root ::= "[" item ("," item){0,40} "]"
+item ::= [a-z]{1,4} | [0-9]{1,3})G";
+  const char* kShort = R"G(root ::= "(" [a-c]{1,3} ("," [a-c]{1,3}){0,5} ")")G";
+  std::vector<Request> reqs;
+  {
+    Engine probe(*f.ctx, *f.tok, EngineConfig{});
+    auto list = probe.grammars().get(grammar::GrammarKind::Gbnf, kList);
+    auto shortg = probe.grammars().get(grammar::GrammarKind::Gbnf, kShort);
+    auto json = probe.grammars().get(grammar::GrammarKind::JsonObject, "");
+    ASSERT_TRUE(list.is_ok() && shortg.is_ok() && json.is_ok());
+    std::mt19937 rng(5);
+    for (int i = 0; i < 18; ++i) {
+      Request r;
+      r.prompt = repetitive_prompt(rng, f.ctx->n_vocab(), 1);
+      r.grammar = i % 3 == 0 ? list.value() : i % 3 == 1 ? shortg.value() : json.value();
+      r.max_tokens = 20 + static_cast<int32_t>(rng() % 60);
+      r.ignore_eos = i % 2 == 0;
+      if (i % 4 == 1) {
+        r.sampling.temperature = 0.9f;
+        r.sampling.seed = 77 + static_cast<uint64_t>(i);
+      } else {
+        r.sampling.temperature = 0;
+      }
+      if (i % 5 == 0) r.n = 2;
+      reqs.push_back(r);
+    }
+  }
+  EngineConfig plain_cfg;
+  plain_cfg.n_parallel = 4;
+  plain_cfg.n_batch = 48;
+  plain_cfg.spec_k = 0;
+  MetricsSnapshot plain_m, spec_m;
+  const std::vector<Outcome> plain = run_all(f, plain_cfg, reqs, &plain_m);
+  EngineConfig spec_cfg = plain_cfg;
+  spec_cfg.spec_k = 8;
+  spec_cfg.spec_always = true;
+  const std::vector<Outcome> spec = run_all(f, spec_cfg, reqs, &spec_m);
+  expect_same(plain, spec);
+  EXPECT_GT(spec_m.draft_accepted, 0u);
+  EXPECT_GT(spec_m.grammar_rows, 0u);
 }
 
 // The default model on a repetitive task (rewrite a code snippet with one name changed):

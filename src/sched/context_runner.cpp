@@ -29,6 +29,7 @@ DecodeResult ContextRunner::run(const Batch& batch, std::vector<RowSample>& rows
       row.token = row.sampler->sample(masked, mask->bits.data());
       const auto t2 = std::chrono::steady_clock::now();
       UBATCH_CHECK_MSG(row.grammar->accept(row.token), "context runner: the grammar rejected a token its mask allowed");
+      row.grammar_complete = row.grammar->is_complete();
       row.grammar_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t2).count();
     } else {
       row.token = row.sampler->sample(logits);

@@ -39,6 +39,8 @@ struct RowSample {
   TokenLogprob logprob{-1, 0.0f};   // out
   std::vector<TokenLogprob> top;    // out
   double grammar_ms = 0;            // out: time on the grammar (mask, masking the logits, advance)
+  bool grammar_complete = false;    // out: the grammar is complete after this row's token (with
+                                    // drafts the matcher runs ahead of the tokens streamed so far)
 };
 
 // Calls sample(k, rows[k]) for the rows in order, skipping (token -1, sampled false) the rows

@@ -837,7 +837,7 @@ void Scheduler::on_token(Seq& s, const RowSample& row, double now, double itl_ms
     finish_seq(s, FinishReason::Stop);
     return;
   }
-  if (s.grammar && s.grammar->is_complete()) {  // a complete sentence that nothing may extend
+  if (row.grammar && row.grammar_complete) {  // a complete sentence that nothing may extend (after this token)
     finish_seq(s, FinishReason::Stop);
     return;
   }

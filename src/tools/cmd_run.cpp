@@ -90,6 +90,7 @@ int run_generate(RunOptions o) {
 
   // The grammar, when asked for.
   sched::Request req;
+  std::shared_ptr<const grammar::CompiledGrammar> compiled;  // for its stats after the run
   double compile_ms = 0.0;
   if (constrained) {
     grammar::GrammarKind kind{};
@@ -102,7 +103,8 @@ int run_generate(RunOptions o) {
     compile_ms = ms_since(tc);
     if (!g) return fmt::print(stderr, "error: {}: {}\n", o.grammar_file.empty() ? o.json_schema_file : o.grammar_file,
                               g.message()), 1;
-    req.grammar = g.value();
+    compiled = g.value();
+    req.grammar = compiled;
   }
 
   if (!o.chat) fmt::print("{}", o.prompt);
@@ -170,10 +172,13 @@ int run_generate(RunOptions o) {
                m.spec_steps, m.draft_accepted, 100.0 * m.draft_acceptance());
     fmt::print(stderr, "perf: step model      {:.3f} ms + {:.4f} ms/token + {:.4f} ms/logits row\n", m.step_cost.a_ms,
                m.step_cost.b_ms_per_token, m.step_cost.c_ms_per_row);
-    if (constrained)
+    if (compiled) {
+      const grammar::GrammarCacheStats st = compiled->stats();
       fmt::print(stderr, "perf: grammar         {:10.2f} ms / {:5d} rows ({:8.3f} ms/row: masks, masking, advance; "
-                 "compiled in {:.2f} ms)\n",
-                 m.grammar_ms, m.grammar_rows, m.grammar_rows ? m.grammar_ms / m.grammar_rows : 0.0, compile_ms);
+                 "{} masks computed, {} cached; compiled in {:.2f} ms)\n",
+                 m.grammar_ms, m.grammar_rows, m.grammar_rows ? m.grammar_ms / m.grammar_rows : 0.0, st.masks_computed,
+                 st.mask_hits, compile_ms);
+    }
     const KvStats kv = ctx.kv().stats();
     fmt::print(stderr, "perf: KV cache        peak {} of {} blocks used ({} tokens/block, {:.1f} MiB, {})\n",
                m.kv_peak_blocks_used, kv.n_blocks, ctx.kv().block_size(), ctx.kv().storage_bytes() / 1048576.0,
