@@ -379,6 +379,24 @@ TEST(SchedSpec, PreemptionUnderKvPressureKeepsTheOutput) {
   EXPECT_GT(spec.metrics.draft_accepted, 0u);
 }
 
+TEST(SchedSpec, ServerWideTableDraftsFromFinishedOutputs) {
+  // The default fake model never repeats itself, so a sequence's own tokens propose nothing
+  // useful; the same request again finds its continuation in the table the first one filled.
+  Request r = make_request(24, 120);
+  r.ignore_eos = true;
+  const std::vector<std::pair<double, Request>> twice = {{0.0, r}, {5000.0, r}};
+  EngineConfig with = spec_config(8, 4, 64);
+  with.spec_table = 4096;
+  const Outcome plain = run(spec_config(0, 4, 64), twice, 0);
+  const Outcome table = run(with, twice, 0);
+  const Outcome own = run(spec_config(8, 4, 64), twice, 0);
+  expect_same_output(plain, table);
+  EXPECT_EQ(plain.tokens.at(1), plain.tokens.at(2));
+  EXPECT_GT(table.metrics.draft_accepted, 100u);  // nearly all of the second request
+  EXPECT_LT(own.metrics.draft_accepted, 10u);
+  EXPECT_LT(table.steps, own.steps);
+}
+
 TEST(SchedSpec, BacksOffWhenDraftsFail) {
   // The default fake model never repeats itself: prompt-lookup drafts (single-token matches)
   // are wrong; after the first tries, few steps carry drafts.
