@@ -46,8 +46,9 @@ struct EngineConfig {
   // Speculative decoding without a draft model (docs/ARCHITECTURE.md, "Speculative decoding"):
   // prompt-lookup drafts verified in the normal batch, with output identical to plain
   // decoding; each step drafts only where the step-time model says it pays (spec_policy.h).
-  int32_t spec_ngram = 3;          // longest n-gram matched against the sequence's own tokens (0: off)
-  int32_t spec_k = 8;              // most draft tokens per sequence per step (0: off)
+  int32_t spec_ngram = 4;          // longest n-gram matched against the sequence's own tokens (0: off)
+  int32_t spec_k = 16;             // most draft tokens per sequence per step (0: off)
+                                   // (defaults: docs/BENCHMARKS.md, "Speculative decoding")
   int32_t spec_table = 0;          // entries of the server-wide n-gram table of finished outputs (0: off)
   double spec_margin = 0.1;        // a draft token must promise this share more than break-even
   bool spec_always = false;        // draft every available draft (up to spec_k, budget, KV), without the

@@ -47,7 +47,7 @@ struct BenchCliOptions {
   std::string grammar_file, json_schema_file;  // constrained decoding
   float temperature = 0.8f;                    // its sampling (--temp when given)
   // Speculative decoding (tools/spec_bench.h): prompt files or directories of *.txt.
-  std::string spec = "0,8";
+  std::string spec = "0,16";
   std::string spec_prompts;
   int32_t spec_n = 256;
   SamplingParams sampling;
@@ -325,7 +325,8 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--json-schema", o->json_schema_file, "constrained decoding under a JSON Schema (file)")->excludes(gr);
   sub.add_option("--spec", o->spec,
                  "with --spec-prompts: speculation settings to compare, comma list of K or N:K (draft tokens K, "
-                 "n-gram length N, default 3; 0: off, the baseline of the speedup column)")
+                 "n-gram length N, default the engine's; 0: off, the baseline of the speedup column; a trailing 'a': "
+                 "--spec-always)")
       ->capture_default_str();
   sub.add_option("--spec-prompts", o->spec_prompts,
                  "benchmark speculative decoding instead: single-sequence generation from these prompt files "

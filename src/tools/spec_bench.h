@@ -17,19 +17,20 @@
 
 #include "common/status.h"
 #include "context/context.h"
+#include "sched/engine.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ubatch::tools {
 
 struct SpecSetting {
-  int32_t ngram = 3;    // --spec-ngram
+  int32_t ngram = sched::EngineConfig{}.spec_ngram;  // --spec-ngram
   int32_t k = 0;        // --spec-k; 0: speculation off
   bool always = false;  // --spec-always
   std::string name() const;  // "off", "n3 k8", "n3 k8 always"
 };
 
-// Parses "0,8,4:16,8a": K, or N:K (N the n-gram length; default 3), with a trailing "a" for
+// Parses "0,8,4:16,8a": K, or N:K (N the n-gram length; default the engine's), with a trailing "a" for
 // --spec-always. Errors name the bad item.
 Result<std::vector<SpecSetting>> parse_spec_settings(const std::string& text);
 
