@@ -162,6 +162,56 @@ TEST_P(BatchInvariance, SharedPromptViaSeqCpAndMultiSeqRows) {
   }
 }
 
+// Speculative verification: a sequence's last token followed by draft tokens, in one batch
+// with another sequence's prefill chunk. The rows up to and including the first wrong draft
+// give the logits plain one-token decoding gives; the wrong drafts' KV is rolled back and the
+// sequence goes on as if they had never been there.
+TEST_P(BatchInvariance, SpeculativeRowsAndRollbackGiveTheSameLogits) {
+  UBATCH_REQUIRE_REFERENCE();
+  std::shared_ptr<Model> m = load_model(GetParam());
+  ASSERT_TRUE(m);
+  const int32_t n_vocab = m->hparams().n_vocab;
+  std::mt19937 rng(99);
+  std::vector<int32_t> truth, other;
+  for (int i = 0; i < 90; ++i) truth.push_back(static_cast<int32_t>(rng() % n_vocab));
+  for (int i = 0; i < 120; ++i) other.push_back(static_cast<int32_t>(rng() % n_vocab));
+  const auto want = solo(m, truth), want_other = solo(m, other);
+
+  auto ctx = make_context(m, 1 + static_cast<int32_t>(rng() % 7), 2);
+  Batch b;
+  for (int i = 0; i < 10; ++i) b.add(truth[i], i, 0, false);
+  ASSERT_TRUE(ctx->decode(b).ok());
+  size_t pos = 10, other_done = 0;  // truth[pos] is the next token to feed
+  while (pos < truth.size()) {
+    b.clear();
+    // Seq 0: the true token, then k drafts whose first `right` are true.
+    const size_t k = rng() % 9, right = std::min<size_t>(k, rng() % 6);
+    std::vector<int32_t> fed = {truth[pos]};
+    for (size_t j = 1; j <= k; ++j) {
+      const size_t p = pos + j;
+      fed.push_back(j <= right && p < truth.size() ? truth[p] : static_cast<int32_t>(rng() % n_vocab));
+    }
+    for (size_t j = 0; j < fed.size(); ++j) b.add(fed[j], static_cast<int32_t>(pos + j), 0, true);
+    // Seq 1: a prefill chunk in the same batch.
+    const size_t chunk = std::min(other.size() - other_done, size_t{rng() % 12});
+    for (size_t i = other_done; i < other_done + chunk; ++i) b.add(other[i], static_cast<int32_t>(i), 1, true);
+    ASSERT_TRUE(ctx->decode(b).ok());
+    // Rows whose inputs are all true: the first, and one per right draft.
+    size_t ok = 0;
+    while (ok + 1 < fed.size() && pos + ok + 1 < truth.size() && fed[ok + 1] == truth[pos + ok + 1]) ++ok;
+    for (size_t j = 0; j <= ok; ++j)
+      expect_same(want[pos + j], ctx->logits(static_cast<int32_t>(j)), "position " + std::to_string(pos + j));
+    for (size_t i = 0; i < chunk; ++i)
+      expect_same(want_other[other_done + i], ctx->logits(static_cast<int32_t>(fed.size() + i)),
+                  "other row " + std::to_string(other_done + i));
+    other_done += chunk;
+    ctx->kv().seq_rollback(0, static_cast<int32_t>(pos + ok + 1));
+    ctx->kv().check_invariants();
+    ASSERT_EQ(ctx->kv().seq_n_tokens(0), static_cast<int32_t>(pos + ok + 1));
+    pos += ok + 1;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, BatchInvariance,
                          ::testing::Values("models/tiny-llama-f32.gguf", "models/tiny-llama-q4_k_m.gguf",
                                            "models/tiny-llama-q8_0.gguf", "models/tiny-gemma3-q4_k_m.gguf",

@@ -139,6 +139,54 @@ TEST(KvCache, SeqRmRemovesSuffixesOnly) {
   kv->check_invariants();
 }
 
+TEST(KvCache, SeqRollbackFreesSpeculativeBlocksWithoutCachingThem) {
+  auto kv = make(64, 4);
+  ASSERT_TRUE(append(*kv, 0, 6, nullptr, 100).is_ok());  // tokens 100..105: one full block + 2
+  // A verification step appends 7 draft tokens (positions 6..12): blocks 1, 2, 3 fill/seal.
+  ASSERT_TRUE(append(*kv, 0, 7, nullptr, 500).is_ok());
+  EXPECT_EQ(kv->seq_n_blocks(0), 4);
+  // Two drafts accepted (positions 6, 7): the rest rolls back. Block 1 (positions 4..7) stays
+  // whole and keyed; blocks 2 and 3 held only rejected guesses and go back to the free list.
+  EXPECT_EQ(kv->seq_rollback(0, 8), 2);
+  EXPECT_EQ(kv->seq_n_tokens(0), 8);
+  EXPECT_EQ(kv->seq_pos_max(0), 7);
+  KvStats st = kv->stats();
+  EXPECT_EQ(st.n_blocks_used, 2);
+  EXPECT_EQ(st.n_blocks_cached, 0);  // not kept for prefix reuse
+  kv->check_invariants();
+  // A rollback into the middle of a block: the block stays, loses its key, is rewritten.
+  EXPECT_EQ(kv->seq_rollback(0, 6), 0);
+  EXPECT_EQ(kv->seq_n_tokens(0), 6);
+  ASSERT_TRUE(append(*kv, 0, 2, nullptr, 100).is_ok());  // the true tokens 106, 107
+  kv->check_invariants();
+  // The prefix cache finds the true history only: both full blocks hold tokens 100..107.
+  kv->seq_rm(0, 0, -1);
+  std::vector<int32_t> truth = {100, 101, 102, 103, 104, 105, 106, 107, 108};
+  EXPECT_EQ(kv->seq_reuse_prefix(1, truth.data(), 9, 8), 8);
+  std::vector<int32_t> guess = {100, 101, 102, 103, 104, 105, 506, 507, 508};
+  EXPECT_EQ(kv->seq_reuse_prefix(2, guess.data(), 9, 8), 4);
+  kv->check_invariants();
+  // Nothing to remove, or an unknown sequence: no change.
+  EXPECT_EQ(kv->seq_rollback(1, 100), 0);
+  EXPECT_EQ(kv->seq_rollback(9, 0), 0);
+  EXPECT_EQ(kv->seq_n_tokens(1), 8);
+}
+
+TEST(KvCache, SeqRollbackOfASharedTailCopiesOnTheNextWrite) {
+  auto kv = make(64, 4);
+  ASSERT_TRUE(append(*kv, 0, 6, nullptr, 100).is_ok());
+  kv->seq_cp(0, 1);  // both share blocks 0 and 1 (1 partly filled)
+  ASSERT_TRUE(append(*kv, 1, 5, nullptr, 700).is_ok());  // 1's drafts: copy-on-write of block 1
+  EXPECT_EQ(kv->seq_rollback(1, 7), 1);
+  EXPECT_EQ(kv->seq_n_tokens(1), 7);
+  EXPECT_EQ(kv->seq_n_tokens(0), 6);
+  kv->check_invariants();
+  kv->seq_rm(1, 0, -1);
+  kv->seq_rm(0, 0, -1);
+  EXPECT_EQ(kv->stats().n_blocks_used, 0);
+  kv->check_invariants();
+}
+
 TEST(KvCache, SeqKeepDropsOthers) {
   auto kv = make(64, 4);
   for (int s = 0; s < 4; ++s) ASSERT_TRUE(append(*kv, s, 5).is_ok());
@@ -223,7 +271,7 @@ TEST(KvCache, RandomOperationsNeverLeakBlocks) {
   std::mt19937 rng(1234);
   auto kv = make(128, 4);
   for (int step = 0; step < 3000; ++step) {
-    const int op = rng() % 7;
+    const int op = rng() % 8;
     const int32_t s = rng() % 6, s2 = rng() % 6;
     switch (op) {
       case 0: case 1: (void)append(*kv, s, 1 + rng() % 9, nullptr, (rng() % 2) ? 100 : -1); break;
@@ -237,6 +285,7 @@ TEST(KvCache, RandomOperationsNeverLeakBlocks) {
         break;
       }
       case 6: if (kv->seq_n_tokens(s) > 2) kv->seq_shift(s, 1, -1, 1 + static_cast<int32_t>(rng() % 3)); break;
+      case 7: kv->seq_rollback(s, kv->seq_pos_max(s) + 1 - static_cast<int32_t>(rng() % 9)); break;
     }
     kv->check_invariants();
     KvStats st = kv->stats();

@@ -221,6 +221,29 @@ bool KvCache::seq_rm(int32_t seq_id, int32_t p0, int32_t p1) {
   return true;
 }
 
+int32_t KvCache::seq_rollback(int32_t seq_id, int32_t p0) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return 0;
+  Sequence& s = it->second;
+  const int32_t n = static_cast<int32_t>(s.cells.size());
+  int32_t i0 = n;  // first cell to remove (positions increase along the table)
+  while (i0 > 0 && cell_pos_[s.cells[i0 - 1]] >= p0) --i0;
+  if (i0 == n) return 0;
+  const int32_t bs = cfg_.block_size;
+  const int32_t keep_blocks = (i0 + bs - 1) / bs;
+  int32_t freed = 0;
+  for (size_t bi = keep_blocks; bi < s.blocks.size(); ++bi) {
+    const int32_t b = s.blocks[bi];
+    if (ref_[b] == 1) {
+      drop_key(b);
+      ++freed;
+    }
+  }
+  const bool ok = seq_rm(seq_id, p0, -1);
+  UBATCH_CHECK(ok);  // a suffix by construction
+  return freed;
+}
+
 void KvCache::seq_cp(int32_t src, int32_t dst) {
   if (src == dst) return;
   remove_seq(dst);

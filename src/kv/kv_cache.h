@@ -87,6 +87,12 @@ class KvCache {
   // of the sequence (or all of it) can be removed: returns false, changing nothing, when
   // cells outside the range follow it.
   bool seq_rm(int32_t seq_id, int32_t p0, int32_t p1);
+  // Rollback of a speculative tail: removes the cells of seq_id with pos >= p0, like
+  // seq_rm(seq_id, p0, -1), except that the blocks it frees do not stay in the prefix cache
+  // (their keys are dropped): they held draft tokens that verification rejected, a token
+  // history no sequence has. A kept, partly filled last block loses its key as with seq_rm
+  // (or is copied on the next write while shared). Returns the number of blocks freed.
+  int32_t seq_rollback(int32_t seq_id, int32_t p0);
   // Makes dst a copy of src sharing all its blocks (dst's previous content is removed).
   void seq_cp(int32_t src, int32_t dst);
   // Removes every sequence but seq_id.

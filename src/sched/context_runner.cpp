@@ -9,12 +9,12 @@ namespace ubatch::sched {
 DecodeResult ContextRunner::run(const Batch& batch, std::vector<RowSample>& rows) {
   DecodeResult r = ctx_.decode(batch);
   if (!r.ok()) return r;
-  size_t k = 0;
-  for (int32_t i = 0; i < batch.n_tokens(); ++i) {
-    if (!batch.logits[i]) continue;
-    UBATCH_CHECK(k < rows.size());
-    RowSample& row = rows[k++];
-    const float* logits = ctx_.logits(i);
+  std::vector<int32_t> batch_row;  // batch row of each RowSample
+  for (int32_t i = 0; i < batch.n_tokens(); ++i)
+    if (batch.logits[i]) batch_row.push_back(i);
+  UBATCH_CHECK(batch_row.size() == rows.size());
+  sample_rows(rows, [&](size_t k, RowSample& row) {
+    const float* logits = ctx_.logits(batch_row[k]);
     if (row.grammar) {
       // Constrained: the grammar's mask (cached by position), applied to a copy of the logits.
       const auto t0 = std::chrono::steady_clock::now();
@@ -24,11 +24,12 @@ DecodeResult ContextRunner::run(const Batch& batch, std::vector<RowSample>& rows
       row.grammar_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
       if (!masked) {
         row.token = -1;
-        continue;
+        return;
       }
       row.token = row.sampler->sample(masked, mask->bits.data());
       const auto t2 = std::chrono::steady_clock::now();
       UBATCH_CHECK_MSG(row.grammar->accept(row.token), "context runner: the grammar rejected a token its mask allowed");
+      row.grammar_complete = row.grammar->is_complete();
       row.grammar_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t2).count();
     } else {
       row.token = row.sampler->sample(logits);
@@ -39,7 +40,7 @@ DecodeResult ContextRunner::run(const Batch& batch, std::vector<RowSample>& rows
       row.top = row.sampler->top_logprobs(logits, row.top_logprobs);
     }
     row.sampler->accept(row.token);
-  }
+  });
   return r;
 }
 

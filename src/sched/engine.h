@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "sched/metrics.h"
 #include "sched/request.h"
+#include "sched/step_time_model.h"
 
 namespace ubatch {
 class Context;
@@ -42,6 +43,19 @@ struct EngineConfig {
   // is free, once that sequence has run preempt_min_run_ms since its (re)admission.
   int32_t preempt_margin = 1;       // levels; 0: never preempt for priority
   double preempt_min_run_ms = 500;  // a sequence runs at least this long before it may be displaced
+  // Speculative decoding without a draft model (docs/ARCHITECTURE.md, "Speculative decoding"):
+  // prompt-lookup drafts verified in the normal batch, with output identical to plain
+  // decoding; each step drafts only where the step-time model says it pays (spec_policy.h).
+  int32_t spec_ngram = 4;          // longest n-gram matched against the sequence's own tokens (0: off)
+  int32_t spec_k = 16;             // most draft tokens per sequence per step (0: off)
+                                   // (defaults: docs/BENCHMARKS.md, "Speculative decoding")
+  int32_t spec_table = 0;          // entries of the server-wide n-gram table of finished outputs (0: off)
+  double spec_margin = 0.1;        // a draft token must promise this share more than break-even
+  bool spec_always = false;        // draft every available draft (up to spec_k, budget, KV), without the
+                                   // step-time decision: fixed-k speculation, for comparison and tests
+  // Shape a : b : c of the step-time model's prior (step_time_model.h; its scale follows the
+  // measured steps): from steps of the default model on 2 threads (docs/BENCHMARKS.md).
+  StepCost step_cost_prior{1.0, 0.04, 0.04};
   int32_t max_tokens_cap = 1 << 20;
   int32_t n_ctx_seq = 0;           // most tokens one sequence may hold, prompt + generated
                                    // (0: the whole KV cache; serve: the model's trained context)

@@ -57,6 +57,11 @@ std::string perf_summary(const MetricsSnapshot& m, double wall_ms) {
     out += fmt::format("perf: grammar masks   {:.2f} ms over {} constrained rows ({:.3f} ms/row), {:.2f}% of busy time\n",
                        m.grammar_ms, m.grammar_rows, m.grammar_ms / static_cast<double>(m.grammar_rows),
                        m.busy_ms > 0 ? 100.0 * m.grammar_ms / m.busy_ms : 0.0);
+  out += fmt::format("perf: speculation     {} draft tokens in {} steps, {} accepted ({:.1f}%); {:.2f} tokens/step per "
+                     "sequence\n", m.draft_tokens, m.spec_steps, m.draft_accepted, 100.0 * m.draft_acceptance(),
+                     m.tokens_per_seq_step());
+  out += fmt::format("perf: step model      {:.3f} ms + {:.4f} ms/token + {:.4f} ms/logits row\n", m.step_cost.a_ms,
+                     m.step_cost.b_ms_per_token, m.step_cost.c_ms_per_row);
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sched/step_time_model.h"
+
 namespace ubatch::sched {
 
 // Fixed-bucket histogram of milliseconds (cumulative counts per upper bound, Prometheus-style).
@@ -46,6 +48,12 @@ struct MetricsSnapshot {
   double busy_ms = 0;               // time spent in steps
   double grammar_ms = 0;            // of busy_ms: on grammars (masks, masking logits, advancing), all rows
   uint64_t grammar_rows = 0;        // rows sampled under a grammar
+  // Speculative decoding.
+  uint64_t sample_seq_steps = 0;    // (sequence, step) pairs that sampled at least one token
+  uint64_t spec_steps = 0;          // steps that verified at least one draft
+  uint64_t spec_seq_steps = 0;      // (sequence, step) pairs that verified a draft
+  uint64_t draft_tokens = 0;        // draft tokens verified
+  uint64_t draft_accepted = 0;      // draft tokens accepted (equal to the token sampled there)
   // Gauges.
   int64_t queued = 0;
   int64_t running = 0;
@@ -57,12 +65,19 @@ struct MetricsSnapshot {
   double prefix_hit_rate = 0;
   // Distributions.
   Histogram ttft, tpot, queue_time, e2e;
+  StepCost step_cost;               // the scheduler's step-time model now (step_time_model.h)
   double batch_fill() const { return step_budget ? double(step_tokens) / double(step_budget) : 0.0; }
+  double draft_acceptance() const { return draft_tokens ? double(draft_accepted) / double(draft_tokens) : 0.0; }
+  // Tokens generated per (sequence, step) that sampled: 1 without speculation.
+  double tokens_per_seq_step() const {
+    return sample_seq_steps ? double(generated_tokens) / double(sample_seq_steps) : 0.0;
+  }
 };
 
 // Multi-line human-readable summary (the `--perf` report printed at exit): steps, tokens,
 // throughput, batch fill, TTFT/TPOT/queue percentiles, KV usage, prefix hit rate, preemptions
-// by cause, deadline misses, rejections by cause.
+// by cause, deadline misses, rejections by cause, speculative decoding (draft acceptance,
+// tokens per step per sequence, the step-time model).
 std::string perf_summary(const MetricsSnapshot& m, double wall_ms);
 
 }  // namespace ubatch::sched

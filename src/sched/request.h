@@ -52,6 +52,7 @@ struct Request {
   // engine's vocabulary, e.g. by Engine::grammars()). A sample whose grammar completes ends
   // with Stop; one that reaches max_tokens first ends with Length, its text incomplete.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  bool speculative = true;          // false: never draft for this request (output is the same either way)
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error, Deadline };

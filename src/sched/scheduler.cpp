@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fmt/format.h>
 
 #include "grammar/matcher.h"
@@ -12,6 +13,14 @@ namespace ubatch::sched {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Draft acceptance estimates (spec_policy.h): per n-gram match length, server-wide, starting
+// at kAcceptPrior; each sequence's own record shrunk towards that with kSeqPriorWeight
+// pseudo-positions. Decays: per draft verified (server-wide, sequence); per step a sequence
+// could have drafted but did not (back towards the server-wide estimate), and per step that
+// offered drafts (server-wide, back towards kAcceptPrior) — so estimates that stopped drafting
+// are retried after a while (about 50 steps for a sequence, 700 server-wide).
+constexpr double kAcceptPrior = 0.5, kAcceptPriorWeight = 2.0, kGlobalDecay = 0.995, kGlobalRelax = 0.999;
+constexpr double kSeqPriorWeight = 4.0, kSeqDecay = 0.9, kSeqRelax = 0.98;
 }
 
 // One sample of a request: a token stream with its own KV sequence while running.
@@ -29,6 +38,8 @@ struct Scheduler::Seq {
   std::optional<grammar::Matcher> grammar;  // with a grammar: its state after the tokens generated so far
   Utf8StreamDecoder utf8;
   StopMatcher stop;
+  std::unique_ptr<NgramDrafter> drafter;  // indexes tokens when the sequence may speculate
+  AcceptanceCounts acceptance;            // its drafts' record
   double last_token_ms = -1;
   // Waiting and rank (rank.h): time waited in earlier waits, the start of the current one,
   // and while running the rank it was admitted with.
@@ -61,9 +72,16 @@ struct Scheduler::Req {
   std::string error;
 };
 
-Scheduler::Scheduler(Runner& runner, const EngineConfig& config) : runner_(runner), cfg_(config) {
+Scheduler::Scheduler(Runner& runner, const EngineConfig& config)
+    : runner_(runner),
+      cfg_(config),
+      step_model_(config.step_cost_prior),
+      accept_by_match_(static_cast<size_t>(std::max(0, config.spec_ngram)) + 1),
+      spec_table_(config.spec_ngram > 0 && config.spec_k > 0 ? static_cast<size_t>(std::max(0, config.spec_table)) : 0,
+                  config.spec_ngram, config.spec_k) {
   metrics_.kv_blocks_total = runner_.kv().n_blocks();
   metrics_.kv_block_size = runner_.kv().block_size();
+  metrics_.step_cost = step_model_.cost();
 }
 
 Scheduler::~Scheduler() = default;
@@ -134,6 +152,10 @@ std::optional<SubmitError> Scheduler::submit(uint64_t id, Request request, std::
     s->wait_since_ms = r->arrival_ms;
     for (int32_t t : s->tokens) s->sampler.accept(t);
     if (r->request.grammar) s->grammar.emplace(r->request.grammar);  // each sample from the start
+    if (speculates(*s)) {
+      s->drafter = std::make_unique<NgramDrafter>(cfg_.spec_ngram);
+      s->drafter->append(s->tokens);
+    }
     waiting_.push_back(s.get());
     r->seqs.push_back(std::move(s));
   }
@@ -419,7 +441,7 @@ void Scheduler::plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32
       need = kv.blocks_needed(s->seq_id, 1);
     }
     if (preempted_self || need + reserved > kv.n_blocks_available()) continue;
-    entries.push_back({s, 1});
+    entries.push_back({s, 1, {}, 0});
     budget -= 1;
     reserved += need;
   }
@@ -555,9 +577,72 @@ void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int3
       continue;
     }
     const int32_t need = kv.blocks_needed(s.seq_id, chunk);
-    entries.push_back({&s, chunk});
+    entries.push_back({&s, chunk, {}, 0});
     budget -= chunk;
     reserved += need;
+  }
+}
+
+bool Scheduler::speculates(const Seq& s) const {
+  return cfg_.spec_k > 0 && cfg_.spec_ngram > 0 && s.req->request.speculative;
+}
+
+// Drafts for decode entries, into the budget and KV blocks the plan left: each sequence's
+// prompt-lookup draft (else the server-wide table's), capped by spec_k, its remaining
+// max_tokens and the KV room; then choose_drafts keeps the lengths that raise the step's
+// expected tokens per ms under the step-time model. Drafts never preempt and never take
+// budget from decodes or prefills.
+void Scheduler::plan_drafts(std::vector<Entry>& entries, int32_t budget, int32_t reserved) {
+  if (cfg_.spec_k <= 0 || cfg_.spec_ngram <= 0 || budget <= 0) return;
+  KvCache& kv = runner_.kv();
+  int64_t tokens = 0, rows = 0;
+  for (const Entry& e : entries) {
+    tokens += e.n_tokens;
+    if (e.seq->n_computed + e.n_tokens == static_cast<int32_t>(e.seq->tokens.size())) ++rows;
+  }
+  int32_t avail = kv.n_blocks_available() - reserved;
+  if (avail < 0) return;
+  std::vector<size_t> which;
+  std::vector<DraftOption> options;
+  Draft d;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Entry& e = entries[i];
+    Seq& s = *e.seq;
+    if (!s.drafter || e.n_tokens != 1 || s.remaining() != 1) continue;  // decodes only
+    const int32_t cap = std::min(cfg_.spec_k, s.req->request.max_tokens - s.n_generated - 1);
+    if (cap <= 0) continue;
+    s.drafter->draft(cap, 1, d);
+    if (d.tokens.empty()) spec_table_.lookup(s.tokens, cap, d);
+    if (d.tokens.empty()) continue;
+    int32_t len = static_cast<int32_t>(d.tokens.size());
+    const int32_t base = kv.blocks_needed(s.seq_id, 1);
+    while (len > 0 && kv.blocks_needed(s.seq_id, 1 + len) - base > avail) --len;
+    if (len <= 0) continue;
+    const size_t m = static_cast<size_t>(std::min<int32_t>(d.n_match, cfg_.spec_ngram));
+    const double prior = accept_by_match_[m].estimate(kAcceptPrior, kAcceptPriorWeight);
+    e.draft.assign(d.tokens.begin(), d.tokens.begin() + len);
+    e.n_match = d.n_match;
+    which.push_back(i);
+    options.push_back({len, s.acceptance.estimate(prior, kSeqPriorWeight)});
+  }
+  if (options.empty()) return;
+  for (AcceptanceCounts& a : accept_by_match_) a.relax(kGlobalRelax);
+  DraftChoice choice = choose_drafts(step_model_.cost(), tokens, rows, options, budget, cfg_.spec_margin);
+  if (cfg_.spec_always) {
+    for (size_t j = 0; j < options.size(); ++j) {
+      choice.len[j] = std::min(options[j].max_len, budget);
+      budget -= choice.len[j];
+    }
+  }
+  for (size_t j = 0; j < which.size(); ++j) {
+    Entry& e = entries[which[j]];
+    int32_t len = choice.len[j];
+    // The lengths were capped one sequence at a time: keep their blocks within the room together.
+    const int32_t base = kv.blocks_needed(e.seq->seq_id, 1);
+    while (len > 0 && kv.blocks_needed(e.seq->seq_id, 1 + len) - base > avail) --len;
+    avail -= kv.blocks_needed(e.seq->seq_id, 1 + len) - base;
+    e.draft.resize(static_cast<size_t>(len));
+    if (len == 0) e.seq->acceptance.relax(kSeqRelax);
   }
 }
 
@@ -569,6 +654,7 @@ void Scheduler::plan(std::vector<Entry>& entries) {
   int32_t reserved = 0;
   plan_decodes(entries, budget, reserved);
   plan_prefills(entries, budget, reserved, now);
+  plan_drafts(entries, budget, reserved);
 }
 
 bool Scheduler::step() {
@@ -585,22 +671,33 @@ bool Scheduler::step() {
   Batch batch;
   std::vector<RowSample> rows;
   std::vector<Seq*> row_seq;
+  std::vector<size_t> first_row(entries.size(), SIZE_MAX);  // each entry's first RowSample
   int32_t n_tokens = 0;
-  for (const Entry& e : entries) {
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const Entry& e = entries[k];
     Seq& s = *e.seq;
+    auto add_row = [&](int32_t draft) {
+      if (first_row[k] == SIZE_MAX) first_row[k] = rows.size();
+      RowSample row;
+      row.sampler = &s.sampler;
+      row.grammar = s.grammar ? &*s.grammar : nullptr;
+      row.top_logprobs = s.req->request.top_logprobs;
+      row.draft = draft;
+      rows.push_back(row);
+      row_seq.push_back(&s);
+    };
     for (int32_t i = s.n_computed; i < s.n_computed + e.n_tokens; ++i) {
       const bool last = i + 1 == static_cast<int32_t>(s.tokens.size());
       batch.add(s.tokens[i], i, s.seq_id, last);
-      if (last) {
-        RowSample row;
-        row.sampler = &s.sampler;
-        row.grammar = s.grammar ? &*s.grammar : nullptr;
-        row.top_logprobs = s.req->request.top_logprobs;
-        rows.push_back(row);
-        row_seq.push_back(&s);
-      }
+      if (last) add_row(e.draft.empty() ? -1 : e.draft[0]);
     }
-    n_tokens += e.n_tokens;
+    // Draft tokens follow the sequence's last token, each with a logits row to verify the next.
+    const auto n_draft = static_cast<int32_t>(e.draft.size());
+    for (int32_t j = 0; j < n_draft; ++j) {
+      batch.add(e.draft[j], s.n_computed + e.n_tokens + j, s.seq_id, true);
+      add_row(j + 1 < n_draft ? e.draft[j + 1] : -1);
+    }
+    n_tokens += e.n_tokens + n_draft;
   }
   // Always-on invariants of a plan.
   UBATCH_CHECK_MSG(n_tokens <= cfg_.n_batch, "scheduler: step exceeds the token budget");
@@ -627,15 +724,31 @@ bool Scheduler::step() {
       }
     return true;
   }
-  uint64_t prompt_tokens = 0;
-  for (const Entry& e : entries) {
+  uint64_t prompt_tokens = 0, n_draft_tokens = 0, n_accepted = 0, n_spec_seqs = 0, n_sampling_seqs = 0;
+  KvCache& kv = runner_.kv();
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const Entry& e = entries[k];
     Seq& s = *e.seq;
     // Tokens up to the prompt's end are prompt processing; later ones generation.
     const int32_t from = s.n_computed, to = s.n_computed + e.n_tokens;
     if (from < s.n_prompt) prompt_tokens += static_cast<uint64_t>(std::min(to, s.n_prompt) - from);
     s.n_computed = to;
+    if (first_row[k] != SIZE_MAX) ++n_sampling_seqs;
+    if (e.draft.empty()) continue;
+    // Verified: the drafts up to the first mismatch. Their KV stays; the rest is rolled back.
+    const auto n_draft = static_cast<int32_t>(e.draft.size());
+    int32_t accepted = 0;
+    while (accepted < n_draft && rows[first_row[k] + static_cast<size_t>(accepted)].token == e.draft[accepted]) ++accepted;
+    if (accepted < n_draft) kv.seq_rollback(s.seq_id, to + accepted);
+    s.n_computed = to + accepted;
+    s.acceptance.add(accepted, n_draft, kSeqDecay);
+    accept_by_match_[static_cast<size_t>(std::min(e.n_match, cfg_.spec_ngram))].add(accepted, n_draft, kGlobalDecay);
+    n_draft_tokens += static_cast<uint64_t>(n_draft);
+    n_accepted += static_cast<uint64_t>(accepted);
+    ++n_spec_seqs;
   }
   step_ms_ = step_ms_ > 0 ? 0.9 * step_ms_ + 0.1 * (t1 - t0) : t1 - t0;
+  step_model_.observe(n_tokens, static_cast<int64_t>(rows.size()), t1 - t0);
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     ++metrics_.steps;
@@ -643,6 +756,12 @@ bool Scheduler::step() {
     metrics_.step_budget += static_cast<uint64_t>(cfg_.n_batch);
     metrics_.prompt_tokens += prompt_tokens;
     metrics_.busy_ms += t1 - t0;
+    metrics_.sample_seq_steps += n_sampling_seqs;
+    metrics_.spec_steps += n_spec_seqs > 0 ? 1 : 0;
+    metrics_.spec_seq_steps += n_spec_seqs;
+    metrics_.draft_tokens += n_draft_tokens;
+    metrics_.draft_accepted += n_accepted;
+    metrics_.step_cost = step_model_.cost();
   }
   double grammar_ms = 0;
   uint64_t grammar_rows = 0;
@@ -653,8 +772,20 @@ bool Scheduler::step() {
     metrics_.grammar_ms += grammar_ms;
     metrics_.grammar_rows += grammar_rows;
   }
-  for (size_t k = 0; k < rows.size(); ++k)
-    if (!row_seq[k]->done) on_token(*row_seq[k], rows[k], t1);
+  // Stream the sampled tokens in order; a sequence that finishes drops the rest of its rows.
+  for (size_t k = 0; k < entries.size(); ++k) {
+    if (first_row[k] == SIZE_MAX) continue;
+    Seq& s = *entries[k].seq;
+    size_t end = first_row[k];
+    while (end < rows.size() && row_seq[end] == &s && rows[end].sampled) ++end;
+    const double burst = static_cast<double>(end - first_row[k]);
+    const double itl_ms = s.last_token_ms >= 0 ? (t1 - s.last_token_ms) / burst : -1.0;
+    for (size_t r = first_row[k]; r < end && !s.done; ++r) on_token(s, rows[r], t1, itl_ms);
+  }
+  for (const Entry& e : entries)
+    if (!e.seq->done && e.seq->seq_id >= 0)
+      UBATCH_CHECK_MSG(kv.seq_n_tokens(e.seq->seq_id) == e.seq->n_computed,
+                       "scheduler: a sequence's KV does not hold exactly its computed tokens");
   update_gauges();
   return true;
 }
@@ -672,7 +803,9 @@ void Scheduler::emit_text(Seq& s, const std::string& text, const RowSample* row)
   s.req->stream->push(std::move(e));
 }
 
-void Scheduler::on_token(Seq& s, const RowSample& row, double now) {
+// itl_ms: the time per token to record in the TPOT histogram (the gap since the sequence's
+// previous step, shared by the tokens this step gave it); < 0: none.
+void Scheduler::on_token(Seq& s, const RowSample& row, double now, double itl_ms) {
   Req& r = *s.req;
   const int32_t id = row.token;
   if (id < 0) {  // the grammar allows no token of this vocabulary here
@@ -680,13 +813,14 @@ void Scheduler::on_token(Seq& s, const RowSample& row, double now) {
     return;
   }
   s.tokens.push_back(id);
+  if (s.drafter) s.drafter->append(id);
   ++s.n_generated;
   ++r.usage.completion_tokens;
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     ++metrics_.generated_tokens;
     if (r.first_token_ms < 0) metrics_.ttft.observe(now - r.arrival_ms);
-    else if (s.last_token_ms >= 0) metrics_.tpot.observe(now - s.last_token_ms);
+    else if (itl_ms >= 0) metrics_.tpot.observe(itl_ms);
   }
   if (r.first_token_ms < 0) r.first_token_ms = now;
   r.last_token_ms = now;
@@ -703,7 +837,7 @@ void Scheduler::on_token(Seq& s, const RowSample& row, double now) {
     finish_seq(s, FinishReason::Stop);
     return;
   }
-  if (s.grammar && s.grammar->is_complete()) {  // a complete sentence that nothing may extend
+  if (row.grammar && row.grammar_complete) {  // a complete sentence that nothing may extend (after this token)
     finish_seq(s, FinishReason::Stop);
     return;
   }
@@ -721,6 +855,8 @@ void Scheduler::finish_seq(Seq& s, FinishReason reason, const std::string& error
     if (!tail.empty()) emit_text(s, tail, nullptr);
   }
   s.done = true;
+  if (s.drafter && (reason == FinishReason::Stop || reason == FinishReason::Length))
+    spec_table_.add(s.tokens, static_cast<size_t>(s.n_prompt));
   if (s.preempted_at_ms >= 0) {  // ends while preempted
     r.preempted_ms += runner_.now_ms() - s.preempted_at_ms;
     s.preempted_at_ms = -1;

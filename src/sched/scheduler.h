@@ -11,9 +11,13 @@
 //   2. prefill chunks of partly prefilled and waiting sequences into the remaining budget
 //      (chunked prefill), candidates ordered by the policy (ubatch: effective priority,
 //      then deadline, then the objective score, then arrival);
-//   3. one decode() of the batch, sampling of every sequence whose computed tokens reached
-//      its token count, streaming, finishing.
-// Invariants checked after every step: tokens ≤ n_batch, running ≤ n_parallel.
+//   3. speculative drafts (prompt lookup, ngram_draft.h) for decode sequences, into the budget
+//      left, where the step-time model says they pay (spec_policy.h);
+//   4. one decode() of the batch, sampling of every sequence whose computed tokens reached
+//      its token count (verifying drafts in order; rejected drafts' KV is rolled back),
+//      streaming, finishing.
+// Invariants checked after every step: tokens ≤ n_batch, running ≤ n_parallel; at step
+// boundaries a running sequence's KV holds exactly its computed tokens.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +33,10 @@
 #include "sched/metrics.h"
 #include "sched/rank.h"
 #include "sched/request.h"
+#include "sched/ngram_draft.h"
 #include "sched/runner.h"
+#include "sched/spec_policy.h"
+#include "sched/step_time_model.h"
 #include "sched/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
 
@@ -73,7 +80,9 @@ class Scheduler {
   struct Req;
   struct Entry {
     Seq* seq;
-    int32_t n_tokens;
+    int32_t n_tokens;              // tokens of the sequence computed (prefill chunk, or 1 to decode)
+    std::vector<int32_t> draft;    // decode entries: draft tokens verified after the token
+    int32_t n_match = 0;           // the draft's n-gram match length
   };
 
   enum class PreemptCause { Memory, Priority };
@@ -93,9 +102,11 @@ class Scheduler {
   void plan(std::vector<Entry>& entries);
   void plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved);
   void plan_prefills(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved, double now);
+  void plan_drafts(std::vector<Entry>& entries, int32_t budget, int32_t reserved);
+  bool speculates(const Seq& s) const;
   double oldest_waiting_arrival() const;  // +inf when nothing waits
   bool static_group_ready(double now) const;
-  void on_token(Seq& s, const RowSample& row, double now);
+  void on_token(Seq& s, const RowSample& row, double now, double itl_ms);
   void finish_seq(Seq& s, FinishReason reason, const std::string& error = "");
   void finish_request(Req& r);
   void emit_text(Seq& s, const std::string& text, const RowSample* row);
@@ -114,6 +125,9 @@ class Scheduler {
   double hold_until_ms_ = std::numeric_limits<double>::infinity();
   bool group_active_ = false;   // static/grouped: a group is running to completion
   double step_ms_ = 0;          // moving average of measured step times (admission estimate)
+  StepTimeModel step_model_;    // measured step time by tokens and logits rows (speculation)
+  std::vector<AcceptanceCounts> accept_by_match_;  // [spec_ngram + 1] draft acceptance by n-gram match length
+  NgramTable spec_table_;       // server-wide n-gram table (capacity 0: off)
 
   mutable std::mutex metrics_mutex_;
   MetricsSnapshot metrics_;

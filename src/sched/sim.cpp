@@ -64,6 +64,17 @@ int32_t FakeRunner::next_token(int32_t pos, int32_t token, int32_t n_vocab) {
   return static_cast<int32_t>(h % static_cast<uint64_t>(n_vocab));
 }
 
+int32_t FakeRunner::model_token(int32_t pos, int32_t token) const {
+  if (surprise_every_ <= 0) return next_token(pos, token, n_vocab_);
+  int32_t next = next_token(0, token, n_vocab_);
+  if (pos % surprise_every_ != 0) return next;
+  // A surprise skips 1 to 3 steps of f, chosen by position (so no n-gram of the sequence
+  // predicts it), and lands back on f's path.
+  const int32_t skip = 1 + next_token(pos, token, 3);
+  for (int32_t i = 0; i < skip; ++i) next = next_token(0, next, n_vocab_);
+  return next;
+}
+
 DecodeResult FakeRunner::run(const Batch& batch, std::vector<RowSample>& rows) {
   const int32_t n = batch.n_tokens();
   std::vector<int32_t> seq(n);
@@ -73,17 +84,26 @@ DecodeResult FakeRunner::run(const Batch& batch, std::vector<RowSample>& rows) {
   if (!s) return DecodeResult{s.message().rfind("kv: out of blocks", 0) == 0 ? DecodeStatus::NoKvSpace
                                                                                 : DecodeStatus::InvalidBatch,
                               s.message()};
-  std::map<int32_t, int> seqs;
-  for (int32_t i = 0; i < n; ++i) seqs[seq[i]] = 1;
-  now_ms_ += cost_.step_ms(n, static_cast<int64_t>(seqs.size()));
-  ++n_runs_;
-  size_t k = 0;
+  // Cost: one `sequences` term per distinct sequence, and one more per extra logits row of a
+  // sequence (speculative verification rows), so plain decoding costs what it always did.
+  std::map<int32_t, int> seqs, rows_of;
   for (int32_t i = 0; i < n; ++i) {
-    if (!batch.logits[i]) continue;
-    RowSample& row = rows[k++];
-    row.token = next_token(batch.pos[i], batch.token[i], n_vocab_);
-    if (row.sampler) row.sampler->accept(row.token);
+    seqs[seq[i]] = 1;
+    if (batch.logits[i]) ++rows_of[seq[i]];
   }
+  int64_t extra_rows = 0;
+  for (const auto& [id, r] : rows_of) extra_rows += r - 1;
+  now_ms_ += cost_.step_ms(n, static_cast<int64_t>(seqs.size()) + extra_rows);
+  ++n_runs_;
+  std::vector<int32_t> batch_row;
+  for (int32_t i = 0; i < n; ++i)
+    if (batch.logits[i]) batch_row.push_back(i);
+  UBATCH_CHECK(batch_row.size() == rows.size());
+  sample_rows(rows, [&](size_t k, RowSample& row) {
+    const int32_t i = batch_row[k];
+    row.token = model_token(batch.pos[i], batch.token[i]);
+    if (row.sampler) row.sampler->accept(row.token);
+  });
   return {};
 }
 

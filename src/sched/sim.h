@@ -4,7 +4,9 @@
 //
 // The fake runner uses the real paged KV cache for capacity, sharing and prefix reuse (with
 // tiny rows), and "samples" token = hash(position, input token) mod n_vocab, so a sequence's
-// output depends only on its own tokens, as with a real batch-invariant model.
+// output depends only on its own tokens, as with a real batch-invariant model. Rows of a
+// speculative verification are checked against their drafts as ContextRunner does
+// (sample_rows), and cost one `sequences` term each beyond a sequence's first row.
 #pragma once
 
 #include <array>
@@ -41,6 +43,14 @@ class FakeRunner final : public Runner {
 
   void advance_to(double t) { if (t > now_ms_) now_ms_ = t; }
   void set_eog(int32_t id) { eog_ = id; }
+  // A repetitive fake model (for speculative decoding): the next token is f(token) with
+  // f = next_token(0, ·), so outputs fall into cycles that prompt lookup predicts, except at
+  // positions that are multiples of surprise_every, where it skips 1 to 3 more steps of f
+  // (chosen by position: a draft from the cycle is mostly wrong there, and right again after).
+  // 0: off (default).
+  void set_repetitive(int32_t surprise_every) { surprise_every_ = surprise_every; }
+  // The token this fake model produces after `token` at position `pos`.
+  int32_t model_token(int32_t pos, int32_t token) const;
   int64_t n_runs() const { return n_runs_; }
   // The token the fake model produces after `token` at position `pos`.
   static int32_t next_token(int32_t pos, int32_t token, int32_t n_vocab);
@@ -51,6 +61,7 @@ class FakeRunner final : public Runner {
   std::unique_ptr<KvCache> kv_;
   double now_ms_ = 0.0;
   int32_t eog_ = -1;
+  int32_t surprise_every_ = 0;
   int64_t n_runs_ = 0;
 };
 

@@ -452,6 +452,7 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
 
   UBATCH_TRY(parse_stop(body, r.stop));
   UBATCH_TRY(read_bool(body, "ignore_eos", r.ignore_eos));
+  UBATCH_TRY(read_bool(body, "speculative", r.speculative));
   std::optional<int64_t> priority, deadline;
   UBATCH_TRY(read_int(body, "priority", -1000000, 1000000, priority));
   if (priority) r.priority = static_cast<int32_t>(*priority);

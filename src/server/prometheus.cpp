@@ -114,6 +114,12 @@ std::string render_prometheus(const sched::MetricsSnapshot* m, const ServerMetri
             "of the step time, time on grammars (masks, masking logits, advancing) for constrained rows",
             m->grammar_ms / 1000.0);
   counter(out, "ubatch_grammar_rows_total", "rows sampled under a grammar (structured output)", m->grammar_rows);
+  counter(out, "ubatch_sampling_sequence_steps_total", "(sequence, step) pairs that sampled at least one token",
+          m->sample_seq_steps);
+  counter(out, "ubatch_spec_steps_total", "steps that verified at least one speculative draft", m->spec_steps);
+  counter(out, "ubatch_spec_sequence_steps_total", "(sequence, step) pairs that verified a draft", m->spec_seq_steps);
+  counter(out, "ubatch_spec_draft_tokens_total", "speculative draft tokens verified", m->draft_tokens);
+  counter(out, "ubatch_spec_draft_accepted_total", "speculative draft tokens accepted", m->draft_accepted);
 
   gauge(out, "ubatch_requests_queued", "requests waiting to be scheduled", static_cast<double>(m->queued));
   gauge(out, "ubatch_requests_running", "requests with sequences in the running set", static_cast<double>(m->running));
@@ -127,6 +133,14 @@ std::string render_prometheus(const sched::MetricsSnapshot* m, const ServerMetri
   gauge(out, "ubatch_prefix_hit_rate", "prompt tokens served from the prefix cache / prompt tokens requested",
         m->prefix_hit_rate);
   gauge(out, "ubatch_batch_fill_ratio", "tokens run / token budget over all steps", m->batch_fill());
+  gauge(out, "ubatch_spec_acceptance_ratio", "draft tokens accepted / draft tokens verified", m->draft_acceptance());
+  gauge(out, "ubatch_tokens_per_sequence_step", "tokens generated per (sequence, step) that sampled (1 without "
+        "speculation)", m->tokens_per_seq_step());
+  header(out, "ubatch_step_model_ms", "gauge", "the scheduler's measured step-time model: ms = base + per_token x tokens "
+         "+ per_row x logits rows");
+  out += fmt::format("ubatch_step_model_ms{{term=\"base\"}} {}\n", number(m->step_cost.a_ms));
+  out += fmt::format("ubatch_step_model_ms{{term=\"per_token\"}} {}\n", number(m->step_cost.b_ms_per_token));
+  out += fmt::format("ubatch_step_model_ms{{term=\"per_row\"}} {}\n", number(m->step_cost.c_ms_per_row));
 
   out += render_histogram("ubatch_ttft_seconds", "time to first token (arrival to first token)", m->ttft);
   out += render_histogram("ubatch_tpot_seconds", "mean time per output token after the first, per request", m->tpot);

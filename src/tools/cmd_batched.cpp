@@ -1,11 +1,15 @@
 // `ubatch batched -p PROMPT -np N -n LEN`: decode the prompt once, share its KV with N
-// sequences (seq_cp, no copy), then decode all N together, one token each per step, each
-// sampled independently (seed + i). Prints every sequence's text and the timings.
+// sequences, then decode all N together, each sampled independently (seed + i). Runs one
+// request with n = N through the scheduler on this thread (tools/generate.h): the samples
+// fork the first one's prompt KV (seq_cp, no copy), every step carries one token of each
+// (plus speculative drafts where they pay, --spec-*). Prints every sequence's text and the
+// timings.
 #include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
 
 #include "tools/command.h"
+#include "tools/generate.h"
 #include "tools/options.h"
 
 namespace ubatch::tools {
@@ -14,14 +18,12 @@ namespace {
 struct BatchedOptions {
   ModelOptions model;
   SamplingParams sampling;
+  sched::EngineConfig engine;  // the speculation fields (--spec-*)
   std::string prompt = "The capital of France is";
   int32_t n_parallel = 4;
   int32_t n_predict = 32;
   bool quiet = false;
 };
-
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 int run_batched(BatchedOptions o) {
   const bool auto_ctx = o.model.n_ctx <= 0;
@@ -34,7 +36,7 @@ int run_batched(BatchedOptions o) {
   std::vector<int32_t> prompt = tok.tokenize(o.prompt, tok.add_bos_default(), false);
   if (prompt.empty()) return fmt::print(stderr, "error: the prompt is empty\n"), 1;
   const int32_t n_prompt = static_cast<int32_t>(prompt.size());
-  // Every step returns one row of logits per sequence.
+  // Every step returns one row of logits per sequence (more with drafts, within n_batch).
   const double logits_gib = double(o.n_parallel) * loaded->model->hparams().n_vocab * sizeof(float) / 1073741824.0;
   if (logits_gib > 2.0)
     return fmt::print(stderr, "error: -np {} needs {:.1f} GiB of logits per step ({} x {} floats); the limit is 2 GiB\n",
@@ -65,79 +67,56 @@ int run_batched(BatchedOptions o) {
   if (o.n_parallel > ctx.params().n_batch)
     return fmt::print(stderr, "error: -np {} exceeds --n-batch {}\n", o.n_parallel, ctx.params().n_batch), 1;
 
-  std::vector<Sampler> samplers;
-  for (int32_t i = 0; i < o.n_parallel; ++i) {
-    SamplingParams sp = o.sampling;
-    sp.seed = o.sampling.seed + static_cast<uint64_t>(i);
-    samplers.emplace_back(sp, ctx.n_vocab());
-    for (int32_t id : prompt) samplers.back().accept(id);
-  }
-
-  // 1. The prompt, once, as sequence 0; then shared with every other sequence.
-  const auto t_prompt = Clock::now();
-  Batch batch;
-  int32_t last_row = 0;
-  for (int32_t start = 0; start < n_prompt; start += ctx.params().n_batch) {
-    batch.clear();
-    const int32_t end = std::min(n_prompt, start + ctx.params().n_batch);
-    for (int32_t i = start; i < end; ++i) batch.add(prompt[i], i, 0, i + 1 == n_prompt);
-    DecodeResult r = ctx.decode(batch);
-    if (!r.ok()) return fmt::print(stderr, "error: {}\n", r.message), 1;
-    last_row = end - start - 1;
-  }
-  const double prompt_ms = ms_since(t_prompt);
-  for (int32_t i = 1; i < o.n_parallel; ++i) ctx.kv().seq_cp(0, i);
-
-  // 2. All sequences together, one token each per step.
   std::vector<std::string> text(o.n_parallel);
-  std::vector<Utf8StreamDecoder> utf8(o.n_parallel);
-  std::vector<int32_t> n_gen(o.n_parallel, 0), row(o.n_parallel, last_row);
+  std::vector<int32_t> n_gen(o.n_parallel, 0);
   std::vector<double> done_ms(o.n_parallel, 0.0);
-  std::vector<bool> live(o.n_parallel, o.n_predict > 0);
-  std::vector<const float*> logits(o.n_parallel, ctx.logits(last_row));
-  int32_t peak_blocks = ctx.kv().stats().n_blocks_used;
-  int64_t n_steps = 0;
-  const auto t_gen = Clock::now();
-  for (int32_t pos = n_prompt;; ++pos) {
-    batch.clear();
-    for (int32_t i = 0; i < o.n_parallel; ++i) {
-      if (!live[i]) continue;
-      const int32_t id = samplers[i].sample(logits[i]);
-      samplers[i].accept(id);
-      ++n_gen[i];
-      if (tok.is_eog(id)) { live[i] = false; done_ms[i] = ms_since(t_gen); continue; }
-      text[i] += utf8[i].push(tok.token_to_piece(id));
-      if (n_gen[i] >= o.n_predict) { live[i] = false; done_ms[i] = ms_since(t_gen); continue; }
-      row[i] = batch.n_tokens();
-      batch.add(id, pos, i, true);
-    }
-    if (batch.n_tokens() == 0) break;
-    DecodeResult r = ctx.decode(batch);
-    if (!r.ok()) return fmt::print(stderr, "error: {}\n", r.message), 1;
-    ++n_steps;
-    peak_blocks = std::max(peak_blocks, ctx.kv().stats().n_blocks_used);
+  double first_ms = -1;
+  if (o.n_predict > 0) {
+    sched::EngineConfig cfg = o.engine;
+    cfg.n_parallel = o.n_parallel;
+    cfg.n_batch = ctx.params().n_batch;
+    sched::Request req;
+    req.prompt = prompt;
+    req.sampling = o.sampling;
+    req.max_tokens = o.n_predict;
+    req.n = o.n_parallel;
+    Generated g = generate(ctx, tok, cfg, std::move(req), [&](const sched::Event& e, double ms) {
+      const auto i = static_cast<size_t>(e.index);
+      if (e.kind == sched::Event::Kind::Token) {
+        text[i] += e.text;
+        if (e.token >= 0) {
+          ++n_gen[i];
+          if (first_ms < 0) first_ms = ms;
+        }
+      } else if (e.kind == sched::Event::Kind::Finish) {
+        // The end-of-generation token counts as generated, as the engine counts it.
+        done_ms[i] = ms;
+      }
+    });
+    if (!g.error.empty()) return fmt::print(stderr, "error: {}\n", g.error), 1;
+    const sched::MetricsSnapshot& m = g.metrics;
+    int64_t total = static_cast<int64_t>(m.generated_tokens);
+    if (!o.quiet)
+      for (int32_t i = 0; i < o.n_parallel; ++i) fmt::print("sequence {}:\n{}{}\n\n", i, o.prompt, text[i]);
+    const double prompt_ms = first_ms >= 0 ? first_ms : g.wall_ms;
+    const double gen_ms = g.wall_ms - prompt_ms;
+    fmt::print(stderr, "batched: n_parallel {}, prompt {} tokens, {} steps, threads {}\n", o.n_parallel, n_prompt, m.steps,
+               ctx.pool().n_threads());
+    fmt::print(stderr, "batched: prompt eval   {:10.2f} ms / {:5d} tokens ({:8.2f} tokens/s; to the first token)\n",
+               prompt_ms, n_prompt, 1000.0 * n_prompt / prompt_ms);
+    fmt::print(stderr, "batched: generation    {:10.2f} ms / {:5d} tokens ({:8.2f} tokens/s aggregate)\n", gen_ms, total,
+               gen_ms > 0 ? 1000.0 * total / gen_ms : 0.0);
     for (int32_t i = 0; i < o.n_parallel; ++i)
-      if (live[i]) logits[i] = ctx.logits(row[i]);
+      fmt::print(stderr, "batched: sequence {:3d}  {:5d} tokens in {:9.2f} ms ({:8.2f} tokens/s)\n", i, n_gen[i],
+                 done_ms[i], done_ms[i] > 0 ? 1000.0 * n_gen[i] / done_ms[i] : 0.0);
+    fmt::print(stderr, "batched: speculation   {} draft tokens, {} accepted ({:.1f}%); {:.2f} tokens/step per sequence\n",
+               m.draft_tokens, m.draft_accepted, 100.0 * m.draft_acceptance(), m.tokens_per_seq_step());
+    const KvStats kv = ctx.kv().stats();
+    fmt::print(stderr, "batched: KV used       peak {} of {} blocks ({} tokens/block; {} cells needed unshared)\n",
+               m.kv_peak_blocks_used, kv.n_blocks, bs, n_kv_req);
+  } else if (!o.quiet) {
+    for (int32_t i = 0; i < o.n_parallel; ++i) fmt::print("sequence {}:\n{}\n\n", i, o.prompt);
   }
-  const double gen_ms = ms_since(t_gen);
-  int64_t total = 0;
-  for (int32_t i = 0; i < o.n_parallel; ++i) total += n_gen[i];
-
-  if (!o.quiet)
-    for (int32_t i = 0; i < o.n_parallel; ++i)
-      fmt::print("sequence {}:\n{}{}\n\n", i, o.prompt, text[i] + utf8[i].flush());
-  fmt::print(stderr, "batched: n_parallel {}, prompt {} tokens, {} decode steps, threads {}\n", o.n_parallel,
-             n_prompt, n_steps, ctx.pool().n_threads());
-  fmt::print(stderr, "batched: prompt eval   {:10.2f} ms / {:5d} tokens ({:8.2f} tokens/s)\n", prompt_ms, n_prompt,
-             1000.0 * n_prompt / prompt_ms);
-  fmt::print(stderr, "batched: generation    {:10.2f} ms / {:5d} tokens ({:8.2f} tokens/s aggregate)\n", gen_ms,
-             total, gen_ms > 0 ? 1000.0 * total / gen_ms : 0.0);
-  for (int32_t i = 0; i < o.n_parallel; ++i)
-    fmt::print(stderr, "batched: sequence {:3d}  {:5d} tokens in {:9.2f} ms ({:8.2f} tokens/s)\n", i, n_gen[i],
-               done_ms[i], done_ms[i] > 0 ? 1000.0 * n_gen[i] / done_ms[i] : 0.0);
-  const KvStats kv = ctx.kv().stats();
-  fmt::print(stderr, "batched: KV used       peak {} of {} blocks ({} tokens/block; {} cells needed unshared)\n",
-             peak_blocks, kv.n_blocks, bs, n_kv_req);
   return 0;
 }
 
@@ -146,6 +125,7 @@ UBATCH_REGISTER_COMMAND("batched", "decode a prompt once and generate N sequence
   auto o = std::make_shared<BatchedOptions>();
   add_model_options(sub, o->model);
   add_sampling_options(sub, o->sampling);
+  add_spec_options(sub, o->engine);
   sub.add_option("-p,--prompt", o->prompt, "prompt text")->capture_default_str();
   sub.add_option("--n-parallel", o->n_parallel, "sequences generated together (-np)")->capture_default_str()
       ->check(CLI::Range(1, 4096));

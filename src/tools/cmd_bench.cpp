@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "bench/args.h"
@@ -22,6 +22,8 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "tools/command.h"
+#include "tools/options.h"
+#include "tools/spec_bench.h"
 
 namespace ubatch::tools {
 namespace {
@@ -43,7 +45,12 @@ struct BenchCliOptions {
   int probe_runs = 5;
   bool single_given = false;  // -p or -n on the command line
   std::string grammar_file, json_schema_file;  // constrained decoding
-  float temperature = 0.8f;                    // its sampling
+  float temperature = 0.8f;                    // its sampling (--temp when given)
+  // Speculative decoding (tools/spec_bench.h): prompt files or directories of *.txt.
+  std::string spec = "0,16";
+  std::string spec_prompts;
+  int32_t spec_n = 256;
+  SamplingParams sampling;
 };
 
 template <typename T>
@@ -97,8 +104,67 @@ int run_peaks_only(const BenchCliOptions& o, const std::set<int64_t>& thread_cou
   return 0;
 }
 
+// --spec-prompts: generation from prompt files with speculation off and on (spec_bench.h).
+int run_spec(const BenchCliOptions& o) {
+  Result<std::vector<SpecSetting>> settings = parse_spec_settings(o.spec);
+  if (!ok_or_print(settings)) return 1;
+  SpecBenchOptions so;
+  so.settings = settings.value();
+  so.sampling = o.sampling;
+  so.n_gen = o.spec_n;
+  so.reps = o.reps;
+  std::string item;
+  std::istringstream in(o.spec_prompts);
+  while (std::getline(in, item, ',')) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(item, ec)) {
+      std::vector<std::string> files;
+      for (const auto& e : std::filesystem::directory_iterator(item, ec))
+        if (e.path().extension() == ".txt") files.push_back(e.path().string());
+      std::sort(files.begin(), files.end());
+      so.prompt_files.insert(so.prompt_files.end(), files.begin(), files.end());
+    } else {
+      so.prompt_files.push_back(item);
+    }
+  }
+  if (so.prompt_files.empty()) return fmt::print(stderr, "error: --spec-prompts names no prompt files\n"), 1;
+  auto first = [](const std::string& list, int64_t dflt) {
+    Result<std::vector<int64_t>> v = bench::parse_int_list(list, "list", 0, 1 << 20);
+    return v && !v->empty() ? v->front() : dflt;
+  };
+  ModelOptions mo;
+  mo.model = o.model;
+  mo.n_threads = static_cast<int32_t>(first(o.threads, 0));
+  mo.n_batch = static_cast<int32_t>(first(o.n_batch, 2048));
+  mo.n_ubatch = static_cast<int32_t>(first(o.n_ubatch, 512));
+  mo.n_ctx = 8192;
+  mo.kv_type = o.kv_type;
+  Result<Loaded> loaded = load(mo, true);
+  if (!loaded) return fmt::print(stderr, "error: {}\n", loaded.message()), 1;
+  Result<std::vector<SpecBenchRow>> rows = run_spec_bench(*loaded->context, *loaded->tokenizer, so);
+  if (!ok_or_print(rows)) return 1;
+  if (o.output == "csv") {
+    fmt::print("{}", format_spec_csv(rows.value()));
+  } else if (o.output == "json") {
+    fmt::print("{}\n", nlohmann::json{{"model", o.model},
+                                      {"threads", loaded->context->pool().n_threads()},
+                                      {"reps", o.reps},
+                                      {"n_gen", o.spec_n},
+                                      {"temperature", o.sampling.temperature},
+                                      {"results", spec_json(rows.value())}}
+                           .dump(2));
+  } else {
+    fmt::print("- model: {}, {} threads, {} rounds (settings alternate order each round), up to {} tokens, "
+               "temperature {}, seed {}\n\n{}",
+               o.model, loaded->context->pool().n_threads(), o.reps, o.spec_n, o.sampling.temperature, o.sampling.seed,
+               format_spec_markdown(rows.value()));
+  }
+  return 0;
+}
+
 int run_bench(const BenchCliOptions& o) {
   using namespace ubatch::bench;
+  if (!o.spec_prompts.empty()) return run_spec(o);
   constexpr int64_t kMaxLen = 1 << 20;
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto n_prompt = parse_int_list(o.n_prompt, "-p/--n-prompt", 0, kMaxLen);
@@ -236,7 +302,8 @@ std::function<int()> setup_bench(CLI::App& sub) {
       ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
   sub.add_option("-o,--output", o->output, "output format")->capture_default_str()
       ->check(CLI::IsMember({"md", "csv", "json"}));
-  sub.add_option("-s,--seed", o->seed, "seed of the random token ids")->capture_default_str();
+  sub.add_option("-s,--seed", o->seed, "seed of the random token ids (with --spec-prompts: the sampling seed)")
+      ->capture_default_str();
   sub.add_flag("--no-warmup", o->no_warmup, "skip the untimed warm-up decode before each test");
   CLI::Option* no_roofline =
       sub.add_flag("--no-roofline", o->no_roofline, "skip the bandwidth, matmul-peak and int8-peak probes");
@@ -256,8 +323,23 @@ std::function<int()> setup_bench(CLI::App& sub) {
                                    "constrained decoding: sample every generated token under this GBNF grammar (file) "
                                    "and time the grammar work against the decode calls");
   sub.add_option("--json-schema", o->json_schema_file, "constrained decoding under a JSON Schema (file)")->excludes(gr);
-  sub.add_option("--temp", o->temperature, "constrained decoding: sampling temperature (0: greedy)")->capture_default_str();
-  return [o, p, n] {
+  sub.add_option("--spec", o->spec,
+                 "with --spec-prompts: speculation settings to compare, comma list of K or N:K (draft tokens K, "
+                 "n-gram length N, default the engine's; 0: off, the baseline of the speedup column; a trailing 'a': "
+                 "--spec-always)")
+      ->capture_default_str();
+  sub.add_option("--spec-prompts", o->spec_prompts,
+                 "benchmark speculative decoding instead: single-sequence generation from these prompt files "
+                 "(comma list; a directory means its *.txt files), e.g. bench/spec");
+  sub.add_option("--spec-n", o->spec_n, "with --spec-prompts: tokens to generate per run")->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  o->sampling.temperature = 0;  // greedy unless --temp says otherwise
+  add_sampling_options(sub, o->sampling, false);  // --seed is shared (below)
+  CLI::Option* temp = sub.get_option("--temp");
+  return [o, p, n, temp] {
+    o->sampling.seed = o->seed;
+    // Constrained decoding samples at 0.8 unless --temp is given; --spec-prompts runs greedy.
+    o->temperature = temp->count() > 0 ? o->sampling.temperature : 0.8f;
     o->single_given = p->count() > 0 || n->count() > 0;
     return run_bench(*o);
   };

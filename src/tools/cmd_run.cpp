@@ -1,15 +1,17 @@
-// `ubatch run`: generate text from a prompt with one sequence (the engine core end to end),
-// optionally constrained by a grammar (--grammar FILE: GBNF, --json-schema FILE).
+// `ubatch run`: generate text from a prompt with one sequence, through the scheduler on this
+// thread (tools/generate.h): the same sampling, grammar constraint (--grammar FILE: GBNF,
+// --json-schema FILE) and speculative decoding (--spec-*) as one request of `ubatch serve`.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <optional>
+#include <iterator>
 #include <sstream>
 #include <fmt/format.h>
 
 #include "grammar/grammar_cache.h"
 #include "grammar/matcher.h"
 #include "tools/command.h"
+#include "tools/generate.h"
 #include "tools/options.h"
 
 namespace ubatch::tools {
@@ -18,7 +20,9 @@ namespace {
 struct RunOptions {
   ModelOptions model;
   SamplingParams sampling;
+  sched::EngineConfig engine;  // the speculation fields (--spec-*)
   std::string prompt = "The capital of France is";
+  std::string prompt_file;
   int32_t n_predict = 128;
   bool chat = false;
   bool perf = false;
@@ -46,7 +50,7 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-int run_generate(const RunOptions& o) {
+int run_generate(RunOptions o) {
   const bool constrained = !o.grammar_file.empty() || !o.json_schema_file.empty();
   if (o.print_grammar) {
     grammar::GrammarKind kind{};
@@ -57,6 +61,11 @@ int run_generate(const RunOptions& o) {
     if (!source) return fmt::print(stderr, "error: {}\n", source.message()), 1;
     fmt::print("{}", source.value());
     return 0;
+  }
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file, std::ios::binary);
+    if (!in) return fmt::print(stderr, "error: cannot read --file {}\n", o.prompt_file), 1;
+    o.prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   Result<Loaded> loaded = load(o.model, true);
   if (!loaded) return fmt::print(stderr, "error: {}\n", loaded.message()), 1;
@@ -79,117 +88,101 @@ int run_generate(const RunOptions& o) {
     return fmt::print(stderr, "error: prompt ({} tokens) + n_predict ({}) exceeds the KV capacity (--n-ctx {})\n",
                       prompt.size(), o.n_predict, ctx.kv().n_cells()), 1;
 
-  Sampler sampler(o.sampling, ctx.n_vocab());
-  for (int32_t id : prompt) sampler.accept(id);
-
   // The grammar, when asked for.
-  std::optional<grammar::Matcher> constraint;
+  sched::Request req;
+  std::shared_ptr<const grammar::CompiledGrammar> compiled;  // for its stats after the run
   double compile_ms = 0.0;
   if (constrained) {
     grammar::GrammarKind kind{};
-    std::string text;
-    if (!read_constraint(o, kind, text)) return 1;
+    std::string gtext;
+    if (!read_constraint(o, kind, gtext)) return 1;
     grammar::GrammarCache grammars(tok);
     grammars.warm_up();  // the vocabulary, not timed as compilation
     const auto tc = Clock::now();
-    auto g = grammars.get(kind, text);
+    auto g = grammars.get(kind, gtext);
     compile_ms = ms_since(tc);
     if (!g) return fmt::print(stderr, "error: {}: {}\n", o.grammar_file.empty() ? o.json_schema_file : o.grammar_file,
                               g.message()), 1;
-    constraint.emplace(g.value());
+    compiled = g.value();
+    req.grammar = compiled;
   }
-
-  // Prompt: fed in chunks of n_batch; logits only for the last row.
-  const auto t_prompt = Clock::now();
-  const int32_t n_batch = ctx.params().n_batch;
-  Batch batch;
-  int32_t last_row = 0;
-  for (size_t start = 0; start < prompt.size(); start += n_batch) {
-    batch.clear();
-    const size_t end = std::min(prompt.size(), start + n_batch);
-    for (size_t i = start; i < end; ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
-    DecodeResult r = ctx.decode(batch);
-    if (!r.ok()) return fmt::print(stderr, "error: {}\n", r.message), 1;
-    last_row = static_cast<int32_t>(end - start - 1);
-  }
-  const double prompt_ms = ms_since(t_prompt);
 
   if (!o.chat) fmt::print("{}", o.prompt);
   std::fflush(stdout);
-  Utf8StreamDecoder utf8;
-  double sample_ms = 0.0, gen_ms = 0.0, grammar_ms = 0.0;
-  int32_t n_gen = 0;
-  const char* finish = "length";
-  int32_t pos = static_cast<int32_t>(prompt.size());
-  const float* logits = ctx.logits(last_row);
-  for (; n_gen < o.n_predict; ++n_gen) {
-    int32_t id = -1;
-    if (constraint) {
-      const auto tm = Clock::now();
-      const std::shared_ptr<const grammar::TokenMask> mask = constraint->mask();
-      if (mask->n_allowed == 0) {
-        fmt::print(stderr, "\nerror: the grammar allows no token of the vocabulary here\n");
-        return 1;
-      }
-      const float* masked = sampler.mask_logits(logits, mask->bits.data());
-      grammar_ms += ms_since(tm);
-      const auto ts = Clock::now();
-      id = sampler.sample(masked, mask->bits.data());
-      sample_ms += ms_since(ts);
-      const auto ta = Clock::now();
-      constraint->accept(id);
-      grammar_ms += ms_since(ta);
-    } else {
-      const auto ts = Clock::now();
-      id = sampler.sample(logits);
-      sample_ms += ms_since(ts);
+  if (o.n_predict == 0) {  // nothing to generate: just evaluate the prompt
+    const auto t0 = Clock::now();
+    Batch batch;
+    for (size_t start = 0; start < prompt.size(); start += ctx.params().n_batch) {
+      batch.clear();
+      const size_t end = std::min(prompt.size(), start + ctx.params().n_batch);
+      for (size_t i = start; i < end; ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+      if (DecodeResult r = ctx.decode(batch); !r.ok()) return fmt::print(stderr, "error: {}\n", r.message), 1;
     }
-    sampler.accept(id);
-    if (tok.is_eog(id)) {
-      finish = "stop";
-      break;
-    }
-    fmt::print("{}", utf8.push(tok.token_to_piece(id)));
-    std::fflush(stdout);
-    if (constraint && constraint->is_complete()) {
-      finish = "stop";
-      ++n_gen;
-      break;
-    }
-    if (n_gen + 1 == o.n_predict) { ++n_gen; break; }
-    const auto tg = Clock::now();
-    batch.clear();
-    batch.add(id, pos++, 0, true);
-    DecodeResult r = ctx.decode(batch);
-    gen_ms += ms_since(tg);
-    if (!r.ok()) return fmt::print(stderr, "\nerror: {}\n", r.message), 1;
-    logits = ctx.logits(0);
+    fmt::print("\n");
+    if (o.perf)
+      fmt::print(stderr, "\nperf: prompt eval     {:10.2f} ms / {:5d} tokens\n", ms_since(t0), prompt.size());
+    return 0;
   }
-  fmt::print("{}\n", utf8.flush());
-  if (constraint && std::string(finish) == "length")
+
+  sched::EngineConfig cfg = o.engine;
+  cfg.n_parallel = 1;
+  cfg.n_batch = ctx.params().n_batch;
+  req.prompt = std::move(prompt);
+  req.sampling = o.sampling;
+  req.max_tokens = o.n_predict;
+  const int32_t n_prompt = static_cast<int32_t>(req.prompt.size());
+  double first_ms = -1, last_ms = 0;
+  int32_t n_gen = 0;
+  sched::FinishReason finish = sched::FinishReason::Length;
+  std::string error;
+  Generated g = generate(ctx, tok, cfg, std::move(req), [&](const sched::Event& e, double ms) {
+    if (e.kind == sched::Event::Kind::Finish) {
+      finish = e.finish;
+      error = e.error;
+    }
+    if (e.kind != sched::Event::Kind::Token) return;
+    if (e.token >= 0) {
+      if (first_ms < 0) first_ms = ms;
+      last_ms = ms;
+      ++n_gen;
+    }
+    fmt::print("{}", e.text);
+    std::fflush(stdout);
+  });
+  if (!g.error.empty()) return fmt::print(stderr, "error: {}\n", g.error), 1;
+  fmt::print("\n");
+  if (finish == sched::FinishReason::Error) return fmt::print(stderr, "error: {}\n", error), 1;
+  if (constrained && finish == sched::FinishReason::Length)
     fmt::print(stderr, "note: -n {} reached before the grammar completed: the output is incomplete (finish reason "
                "length)\n", o.n_predict);
 
   if (o.perf) {
-    const int32_t n_eval = std::max(n_gen - 1, 0);  // decode passes after the prompt
+    const sched::MetricsSnapshot& m = g.metrics;
+    const double prompt_ms = first_ms >= 0 ? first_ms : g.wall_ms;  // the first token comes from the prompt pass
+    const double gen_ms = first_ms >= 0 ? last_ms - first_ms : 0.0;
+    const int32_t n_after = std::max(n_gen - 1, 0);
     fmt::print(stderr, "\nperf: load            {:10.2f} ms\n", loaded->load_ms);
     fmt::print(stderr, "{}", perf_weights_line(*loaded->model));
-    fmt::print(stderr, "perf: prompt eval     {:10.2f} ms / {:5d} tokens ({:8.2f} ms/token, {:8.2f} tokens/s)\n",
-               prompt_ms, prompt.size(), prompt_ms / prompt.size(), 1000.0 * prompt.size() / prompt_ms);
-    fmt::print(stderr, "perf: generation      {:10.2f} ms / {:5d} decodes ({:8.2f} ms/token, {:8.2f} tokens/s; the first token comes from the prompt pass)\n",
-               gen_ms, n_eval, n_eval ? gen_ms / n_eval : 0.0, gen_ms > 0 ? 1000.0 * n_eval / gen_ms : 0.0);
-    fmt::print(stderr, "perf: sampling        {:10.2f} ms / {:5d} samples ({:8.3f} ms/sample)\n", sample_ms,
-               n_gen, n_gen ? sample_ms / n_gen : 0.0);
-    if (constraint) {
-      const grammar::GrammarCacheStats st = constraint->grammar().stats();
-      fmt::print(stderr, "perf: grammar         {:10.2f} ms / {:5d} samples ({:8.3f} ms/sample: masks, masking, advance; "
+    fmt::print(stderr, "perf: prompt eval     {:10.2f} ms / {:5d} tokens ({:8.2f} ms/token, {:8.2f} tokens/s; to the first token)\n",
+               prompt_ms, n_prompt, prompt_ms / n_prompt, 1000.0 * n_prompt / prompt_ms);
+    fmt::print(stderr, "perf: generation      {:10.2f} ms / {:5d} tokens after the first ({:8.2f} ms/token, {:8.2f} tokens/s)\n",
+               gen_ms, n_after, n_after ? gen_ms / n_after : 0.0, gen_ms > 0 ? 1000.0 * n_after / gen_ms : 0.0);
+    fmt::print(stderr, "perf: steps           {} ({:.2f} tokens per decode step)\n", m.steps, m.tokens_per_seq_step());
+    fmt::print(stderr, "perf: speculation     {} draft tokens in {} steps, {} accepted ({:.1f}%)\n", m.draft_tokens,
+               m.spec_steps, m.draft_accepted, 100.0 * m.draft_acceptance());
+    fmt::print(stderr, "perf: step model      {:.3f} ms + {:.4f} ms/token + {:.4f} ms/logits row\n", m.step_cost.a_ms,
+               m.step_cost.b_ms_per_token, m.step_cost.c_ms_per_row);
+    if (compiled) {
+      const grammar::GrammarCacheStats st = compiled->stats();
+      fmt::print(stderr, "perf: grammar         {:10.2f} ms / {:5d} rows ({:8.3f} ms/row: masks, masking, advance; "
                  "{} masks computed, {} cached; compiled in {:.2f} ms)\n",
-                 grammar_ms, n_gen, n_gen ? grammar_ms / n_gen : 0.0, st.masks_computed, st.mask_hits, compile_ms);
+                 m.grammar_ms, m.grammar_rows, m.grammar_rows ? m.grammar_ms / m.grammar_rows : 0.0, st.masks_computed,
+                 st.mask_hits, compile_ms);
     }
     const KvStats kv = ctx.kv().stats();
-    fmt::print(stderr, "perf: KV cache        {} of {} blocks used ({} tokens/block, {:.1f} MiB, {})\n",
-               kv.n_blocks_used, kv.n_blocks, ctx.kv().block_size(),
-               ctx.kv().storage_bytes() / 1048576.0, o.model.kv_type);
+    fmt::print(stderr, "perf: KV cache        peak {} of {} blocks used ({} tokens/block, {:.1f} MiB, {})\n",
+               m.kv_peak_blocks_used, kv.n_blocks, ctx.kv().block_size(), ctx.kv().storage_bytes() / 1048576.0,
+               o.model.kv_type);
     fmt::print(stderr, "perf: threads         {}\n", ctx.pool().n_threads());
   }
   return 0;
@@ -199,7 +192,9 @@ UBATCH_REGISTER_COMMAND("run", "generate text from a prompt", [](CLI::App& sub) 
   auto o = std::make_shared<RunOptions>();
   add_model_options(sub, o->model);
   add_sampling_options(sub, o->sampling);
+  add_spec_options(sub, o->engine);
   sub.add_option("-p,--prompt", o->prompt, "prompt text")->capture_default_str();
+  sub.add_option("-f,--file", o->prompt_file, "read the prompt from this file (instead of -p)");
   sub.add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
   sub.add_flag("--chat", o->chat, "wrap the prompt in the model's chat template (one user turn)");

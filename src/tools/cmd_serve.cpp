@@ -222,6 +222,7 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_option("--preempt-min-run-ms", o->engine.preempt_min_run_ms,
                  "a sequence runs at least this long after (re)admission before a priority preemption")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  add_spec_options(sub, o->engine);
   sub.add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   return [o] { return run_serve(*o); };

@@ -41,6 +41,7 @@ struct SimOptions {
   int32_t urgent_priority = 10;
   int64_t urgent_deadline_ms = 0;
   uint64_t seed = 1;
+  sched::EngineConfig spec;  // the speculative-decoding fields (--spec-*)
 };
 
 bool parse_range(const std::string& s, int32_t& lo, int32_t& hi) {
@@ -205,6 +206,11 @@ int run_sim(const SimOptions& o) {
       c.aging_ms = o.aging_ms;
       c.preempt_margin = o.preempt_margin;
       c.preempt_min_run_ms = o.preempt_min_run_ms;
+      c.spec_ngram = o.spec.spec_ngram;
+      c.spec_k = o.spec.spec_k;
+      c.spec_table = o.spec.spec_table;
+      c.spec_always = o.spec.spec_always;
+      c.step_cost_prior = sched::StepCost{cost.a_ms, cost.b_ms_per_token, cost.c_ms_per_seq};
       w.n_users = u;
       w.n_requests = o.requests > 0 ? o.requests : 4 * u;
       const auto t0 = Clock::now();
@@ -268,6 +274,7 @@ UBATCH_REGISTER_COMMAND("sim", "simulate users against the scheduler on a virtua
   sub.add_option("--urgent-deadline-ms", o->urgent_deadline_ms, "strict deadline of urgent requests (0: none)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   sub.add_option("--seed", o->seed, "workload seed")->capture_default_str();
+  add_spec_options(sub, o->spec);
   return [o] { return run_sim(*o); };
 });
 

@@ -36,7 +36,23 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
       ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
 }
 
-void add_sampling_options(CLI::App& app, SamplingParams& p) {
+void add_spec_options(CLI::App& app, sched::EngineConfig& e) {
+  app.add_option("--spec-ngram", e.spec_ngram,
+                 "speculative decoding: longest n-gram of the sequence's own tokens matched to draft from "
+                 "(prompt lookup; 0: off)")
+      ->capture_default_str()->check(CLI::Range(0, 16));
+  app.add_option("--spec-k", e.spec_k, "speculative decoding: most draft tokens per sequence per step (0: off)")
+      ->capture_default_str()->check(CLI::Range(0, 64));
+  app.add_option("--spec-table", e.spec_table,
+                 "speculative decoding: entries of a server-wide n-gram table of finished outputs, drafting "
+                 "where a sequence's own tokens have no match (0: off; bytes: entries x (16 + 4 x spec-k))")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  app.add_flag("--spec-always", e.spec_always,
+               "speculative decoding: draft whenever a draft exists, up to --spec-k, instead of only where the "
+               "measured step-time model says it pays (fixed-k speculation, for comparison)");
+}
+
+void add_sampling_options(CLI::App& app, SamplingParams& p, bool with_seed) {
   app.add_option("--temp", p.temperature, "temperature (0: greedy)")->capture_default_str();
   app.add_option("--top-k", p.top_k, "top-k (0: off)")->capture_default_str();
   app.add_option("--top-p", p.top_p, "top-p / nucleus (1: off)")->capture_default_str();
@@ -46,7 +62,7 @@ void add_sampling_options(CLI::App& app, SamplingParams& p) {
       ->capture_default_str();
   app.add_option("--presence-penalty", p.presence_penalty, "presence penalty")->capture_default_str();
   app.add_option("--frequency-penalty", p.frequency_penalty, "frequency penalty")->capture_default_str();
-  app.add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
+  if (with_seed) app.add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
 }
 
 Result<Loaded> load(const ModelOptions& o, bool with_tokenizer) {

@@ -8,6 +8,7 @@
 
 #include "context/context.h"
 #include "model/model.h"
+#include "sched/engine.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,9 +28,12 @@ struct ModelOptions {
 
 // Adds -m/--model, --threads, --n-ctx, --n-batch, --n-ubatch, --kv-cache-fraction, --kv-type.
 void add_model_options(CLI::App& app, ModelOptions& o);
+// Adds --spec-ngram, --spec-k, --spec-table, --spec-always (speculative decoding; docs/CLI.md) into the
+// engine configuration's fields.
+void add_spec_options(CLI::App& app, sched::EngineConfig& e);
 // Adds --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
-// --presence-penalty, --frequency-penalty, --seed.
-void add_sampling_options(CLI::App& app, SamplingParams& p);
+// --presence-penalty, --frequency-penalty and (with_seed) -s/--seed.
+void add_sampling_options(CLI::App& app, SamplingParams& p, bool with_seed = true);
 
 struct Loaded {
   std::shared_ptr<Model> model;
