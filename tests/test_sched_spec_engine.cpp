@@ -221,8 +221,10 @@ uint64_t property_test(const std::string& model, uint32_t seed, int n_requests, 
     spec_cfg.spec_always = k == 8;  // k 3: the step-time decision; k 8: every draft (most verification)
     const std::vector<Outcome> spec = run_all(f, spec_cfg, reqs, &spec_m);
     expect_same(plain, spec);
-    // The run exercised verification: drafts were accepted and rejected.
-    if (expect_drafts) {
+    // The fixed-k run exercised verification: drafts were accepted and rejected. (What the
+    // step-time decision drafts follows wall-clock step times, which a loaded machine makes
+    // arbitrary; its choices are pinned on the simulator's virtual clock in test_sched_spec.)
+    if (expect_drafts && spec_cfg.spec_always) {
       EXPECT_GT(spec_m.draft_accepted, 0u);
       EXPECT_LT(spec_m.draft_accepted, spec_m.draft_tokens);
     }
@@ -301,8 +303,8 @@ item ::= [a-z]{1,4} | [0-9]{1,3})G";
 }
 
 // The default model on a repetitive task (rewrite a code snippet with one name changed):
-// greedy and seeded outputs are byte-identical with and without speculation, and most drafts
-// are accepted.
+// greedy and seeded outputs are byte-identical with and without speculation (drafting by the
+// step-time decision and by fixed k), and most drafts are accepted.
 TEST(SpecEngine, DefaultModelCodeRewriteIsIdentical) {
   UBATCH_REQUIRE_DEFAULT_MODEL();
   Fixture f = load(test::default_model(), 2048, 512);
@@ -335,11 +337,18 @@ TEST(SpecEngine, DefaultModelCodeRewriteIsIdentical) {
   plain_cfg.spec_k = 0;
   MetricsSnapshot plain_m, spec_m;
   const std::vector<Outcome> plain = run_all(f, plain_cfg, reqs, &plain_m);
+  EXPECT_NE(plain[0].samples.at(0).text.find("order_total"), std::string::npos) << plain[0].samples.at(0).text;
+  // Drafting decided by the step-time model, fitted on this machine's wall-clock step times.
+  // Under CPU contention that fit is arbitrary (seen: a 0 ms per-step term and 19 ms per
+  // token, where a quiet machine measures 30 ms and 0.8 ms), and the policy may rightly
+  // draft almost nothing: the output must be the same whatever it chose.
   EngineConfig spec_cfg = plain_cfg;
   spec_cfg.spec_k = 8;
-  const std::vector<Outcome> spec = run_all(f, spec_cfg, reqs, &spec_m);
-  expect_same(plain, spec);
-  EXPECT_NE(plain[0].samples.at(0).text.find("order_total"), std::string::npos) << plain[0].samples.at(0).text;
+  expect_same(plain, run_all(f, spec_cfg, reqs, &spec_m));
+  // Every available draft (fixed k): the same output, and on this task most drafts are
+  // accepted, so a sequence gains well over one token per step.
+  spec_cfg.spec_always = true;
+  expect_same(plain, run_all(f, spec_cfg, reqs, &spec_m));
   EXPECT_GT(spec_m.draft_acceptance(), 0.5);
   EXPECT_GT(spec_m.tokens_per_seq_step(), 1.5);
 }

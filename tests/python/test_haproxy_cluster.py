@@ -343,6 +343,16 @@ def wait_metric(port, name, value, timeout_s=60, at_most=False):
     return False
 
 
+def metric_value(port, name):
+    """The replica's /metrics value of `name` (an unlabelled sample); 0 when absent."""
+    status, text = get(port, "/metrics")
+    check(status == 200, f"/metrics answered {status}")
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
 def raw_post(port, path, body):
     """Sends a request on a socket and leaves it open (closing it cancels the request)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
@@ -364,15 +374,24 @@ def scenario_failover(args, run_dir):
         # balancer. A request for its prefix is refused there (503) and replayed on the other
         # replica; the health check takes the victim out until it has room again, then its
         # keys come back to it.
-        direct = [raw_post(vport, "/v1/completions", dict(long_body(1500), stream=True)) for _ in range(2)]
+        # These requests must stay in flight for the whole phase (the queue filled, a health
+        # check failed twice, 1 s apart), so they opt out of speculative decoding: greedy
+        # generation with ignore_eos loops, prompt lookup then accepts nearly every draft and
+        # 1500 tokens took 6 s (4 ms per token) instead of over 20 s — the slots emptied before
+        # the balancer saw the replica saturated. Speculation itself is tested elsewhere.
+        saturating = dict(long_body(1500), stream=True, speculative=False)
+        direct = [raw_post(vport, "/v1/completions", saturating) for _ in range(2)]
         check(wait_metric(vport, "ubatch_requests_running", 2), "the victim's slots never filled")
-        # Then waiting requests, one at a time, until /health says saturated (the server counts
-        # a request admitted during the current step as waiting until the step ends, so the
-        # queue may fill one request early).
+        # Then waiting requests, one at a time, each once the server has counted the one
+        # before, until /health says saturated (the server counts a request admitted during the
+        # current step as waiting until the step ends, so the queue may fill one request early).
         status, body = 200, ""
+        submitted = metric_value(vport, "ubatch_requests_submitted_total")
         for _ in range(8):
-            direct.append(raw_post(vport, "/v1/completions", dict(long_body(1500), stream=True)))
-            deadline = time.monotonic() + 2
+            direct.append(raw_post(vport, "/v1/completions", saturating))
+            submitted += 1
+            check(wait_metric(vport, "ubatch_requests_submitted_total", submitted), "a direct request never arrived")
+            deadline = time.monotonic() + 0.5
             while time.monotonic() < deadline:
                 status, body = get(vport, "/health")
                 if status != 200:
@@ -397,11 +416,7 @@ def scenario_failover(args, run_dir):
               wait_metric(vport, "ubatch_requests_queued", 0, at_most=True), "the direct requests did not end")
 
         # 2. kill -9 with requests in flight.
-        submitted = 0
-        status, text = get(vport, "/metrics")
-        for line in text.splitlines():
-            if line.startswith("ubatch_requests_submitted_total "):
-                submitted = float(line.split()[1])
+        submitted = metric_value(vport, "ubatch_requests_submitted_total")
         streams = [Stream(cluster.port, "/v1/completions", long_body(1500)) for _ in range(2)]
         for s in streams:
             check(s.served_by == victim, f"stream served by {s.served_by}, not {victim}")
