@@ -218,7 +218,7 @@ TEST(EngineLiveView, PublishesTheRequestTableWhileItIsReadAndEmptiesItWhenIdle) 
   Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*shared);
   ASSERT_TRUE(tok.is_ok());
   ContextParams p;
-  p.n_ctx = 2048;
+  p.n_ctx = 8192;
   p.n_batch = 64;
   p.n_ubatch = 64;
   p.n_threads = 1;
@@ -227,6 +227,8 @@ TEST(EngineLiveView, PublishesTheRequestTableWhileItIsReadAndEmptiesItWhenIdle) 
   EngineConfig cfg;
   cfg.n_parallel = 4;
   cfg.n_batch = 64;
+  cfg.aging_ms = 0;         // the waiting two never outrank the running four,
+  cfg.preempt_margin = 0;   // and nobody is preempted for priority
   Engine engine(*ctx.value(), *tok.value(), cfg);
   EXPECT_EQ(engine.info().n_threads, 1);
   EXPECT_EQ(engine.info().n_ubatch, 64);
@@ -238,20 +240,28 @@ TEST(EngineLiveView, PublishesTheRequestTableWhileItIsReadAndEmptiesItWhenIdle) 
   for (int i = 0; i < 6; ++i) {
     Request r;
     r.prompt_text = "Once upon a time " + std::to_string(i);
-    r.max_tokens = 400;
+    r.max_tokens = 1900;  // 4 x 1900 fit the cache: nobody is preempted; cancelled long before the end
     r.ignore_eos = true;
-    r.priority = i;
+    r.priority = -i;     // the first four submitted keep the slots
     Engine::Submitted s = engine.submit(r);
     ASSERT_TRUE(s.ok()) << s.error_message;
     streams.push_back(s.stream);
   }
-  // Rows appear while the requests run (reads keep the interest alive).
+  // Rows appear while the requests run (reads keep the interest alive). The requests run
+  // until cancelled (however slowly this thread is scheduled): 4 decode, 2 wait for a slot.
   bool seen = false;
-  for (int i = 0; i < 3000 && !seen; ++i) {
+  for (int i = 0; i < 30000 && !seen; ++i) {
     const ActiveRequests t = engine.active_requests();
-    seen = t.rows.size() == 6 && t.published_ms > 0;
+    seen = t.rows.size() == 6;
     if (seen) {
-      for (const ActiveRequest& a : t.rows) EXPECT_GE(a.priority, 0);
+      int n_waiting = 0;
+      for (size_t k = 0; k < t.rows.size(); ++k) {
+        EXPECT_EQ(t.rows[k].id, streams[k]->id());
+        EXPECT_EQ(t.rows[k].priority, -static_cast<int32_t>(k));
+        n_waiting += t.rows[k].state == RequestState::Waiting;
+      }
+      EXPECT_EQ(n_waiting, 2);
+      EXPECT_GT(t.published_ms, 0.0);
       EXPECT_LE(t.published_ms, engine.now_ms());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
