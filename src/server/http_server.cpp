@@ -16,6 +16,7 @@
 #include "common/httplib_include.h"
 #include "server/routes_completions.h"
 #include "server/routes_misc.h"
+#include "server/routes_webui.h"
 #include "server/server_state.h"
 #include "tokenizer/tokenizer.h"
 
@@ -108,7 +109,8 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
   http.set_write_timeout(10, 0);
 
   http.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    if (st.config.api_key.empty() || req.path == "/health" || req.path == "/v1/health")
+    if (st.config.api_key.empty() || req.path == "/health" || req.path == "/v1/health" ||
+        (st.config.webui && is_webui_public_path(req.path)))
       return httplib::Server::HandlerResponse::Unhandled;
     if (authorized(req, st.config.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, unauthorized("missing or wrong API key (send \"Authorization: Bearer <key>\")"));
@@ -144,6 +146,7 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
 
   register_completion_routes(http, st);
   register_misc_routes(http, st, static_cast<int64_t>(std::time(nullptr)));
+  if (st.config.webui) register_webui_routes(http, st);
 }
 
 HttpServer::~HttpServer() { stop(); }
