@@ -163,6 +163,12 @@ TEST(ServerWebUi, SnapshotsCarryEveryStepAndTheEngineCounters) {
                              .dump());
     ASSERT_EQ(r.status, 200) << r.body;
   }
+  // A response can arrive before the engine thread has finished its step (gauges, step record).
+  for (int i = 0; i < 2000; ++i) {
+    const sched::MetricsSnapshot now = s->engine->metrics();
+    if (now.kv_blocks_used == 0 && s->engine->step_log().n_steps() == now.steps) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   const Events ev = read_events(s->port, 3);
   ASSERT_EQ(ev.status, 200);
   ASSERT_EQ(ev.snapshots.size(), 3u);
@@ -301,13 +307,28 @@ TEST(ServerWebUi, IntervalIsValidatedAndOpenStreamsAreCapped) {
   std::vector<std::thread> readers;
   for (int i = 0; i < server::kMaxDashboardStreams; ++i)
     readers.emplace_back([&] {
-      auto c = client(s->port);
-      bool counted = false;
-      c->Get("/v1/dashboard/events?interval_ms=100", [&](const char*, size_t) {
-        if (!counted) connected++;
-        counted = true;
-        return !release.load();
-      });
+      // Streams closed earlier in this test are counted out when the server notices: a
+      // reader refused meanwhile tries again.
+      for (int attempt = 0; attempt < 200 && !release.load(); ++attempt) {
+        auto c = client(s->port);
+        int status = -1;
+        bool counted = false;
+        c->Get(
+            "/v1/dashboard/events?interval_ms=100",
+            [&](const httplib::Response& r) {
+              status = r.status;
+              return true;
+            },
+            [&](const char*, size_t) {
+              if (status == 200 && !counted) {
+                connected++;
+                counted = true;
+              }
+              return status == 200 && !release.load();
+            });
+        if (counted) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     });
   for (int i = 0; i < 1200 && connected.load() < server::kMaxDashboardStreams; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));

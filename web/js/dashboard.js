@@ -135,8 +135,12 @@ function renderCharts(s) {
     { points: state.frames.map((f) => [f.t, f.running]), color: cssColor("--running") },
     { points: state.frames.map((f) => [f.t, f.queued]), color: cssColor("--queued") },
   ], now, WINDOW_MS);
-  drawStackedArea($("chart-kv"), state.frames.map((f) => [f.t, f.used, f.cached, f.free]),
-    [cssColor("--kv-used"), cssColor("--kv-cached"), cssColor("--kv-free")], now, WINDOW_MS, s.kv.blocks);
+  // KV: used and cached blocks (the rest is free); the axis follows the data, the cache's
+  // size is in the panel title.
+  drawStackedArea($("chart-kv"), state.frames.map((f) => [f.t, f.used, f.cached]),
+    [cssColor("--kv-used"), cssColor("--kv-cached")], now, WINDOW_MS,
+    Math.min(s.kv.blocks, Math.max(1, ...state.frames.map((f) => f.used + f.cached))));
+  setText("kv-total", `of ${fmt(s.kv.blocks)}`);
 }
 
 function renderCounters(s) {
