@@ -177,7 +177,7 @@ TEST(ServerWebUi, SnapshotsCarryEveryStepAndTheEngineCounters) {
   const sched::MetricsSnapshot m = s->engine->metrics();
   for (const char* key : {"now_ms", "interval_ms", "settings", "steps", "sequences", "kv", "prefix_cache",
                           "throughput", "latency", "requests_total", "preemptions", "rejections", "deadline_misses",
-                          "tokens", "requests", "http", "engine"})
+                          "tokens", "requests", "http", "engine", "feed"})
     EXPECT_TRUE(first.contains(key)) << key;
   EXPECT_EQ(first["interval_ms"], 100);
   EXPECT_EQ(first["settings"]["policy"], "ubatch");
@@ -220,6 +220,9 @@ TEST(ServerWebUi, SnapshotsCarryEveryStepAndTheEngineCounters) {
   EXPECT_TRUE(ev.snapshots[1]["steps"]["rows"].empty());
   EXPECT_TRUE(ev.snapshots[2]["steps"]["first"].is_null());
   EXPECT_GT(ev.snapshots[2]["now_ms"].get<double>(), first["now_ms"].get<double>());
+  EXPECT_EQ(first["feed"]["events"], 0);
+  EXPECT_EQ(ev.snapshots[2]["feed"]["events"], 2);
+  EXPECT_GT(ev.snapshots[2]["feed"]["build_ms"].get<double>(), 0.0);
 }
 
 TEST(ServerWebUi, TheRequestTableShowsRunningAndWaitingRequests) {

@@ -189,15 +189,19 @@ json DashboardFeed::next_snapshot(const DashboardServerInfo& server) {
         {"disconnects", server.disconnects},
         {"dashboard_streams", server.dashboard_streams}}},
       {"engine", {{"busy_ms", round2(m.busy_ms)}, {"live_view_ms", round2(engine_.live_view_ms())}}},
+      {"feed", {{"events", n_events_}, {"build_ms", round2(build_ms_)}}},
   };
   first_ = false;
   return snap;
 }
 
 std::string DashboardFeed::next_event(const DashboardServerInfo& server) {
+  const auto t0 = std::chrono::steady_clock::now();
   std::string out = "event: snapshot\ndata: ";
   out += dump_json(next_snapshot(server));
   out += "\n\n";
+  build_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ++n_events_;
   return out;
 }
 

@@ -54,7 +54,8 @@ class DashboardFeed {
   // The next snapshot. The first one carries the step records of the last minute; each later
   // one those since the previous call.
   nlohmann::json next_snapshot(const DashboardServerInfo& server);
-  // The same as one SSE event: "event: snapshot\ndata: <compact JSON>\n\n".
+  // The same as one SSE event: "event: snapshot\ndata: <compact JSON>\n\n". The snapshot's
+  // `feed` says how many events this feed built before and the time they took.
   std::string next_event(const DashboardServerInfo& server);
   // Sent first on a stream: the reconnection delay a browser's EventSource would use.
   static std::string preamble();
@@ -75,6 +76,8 @@ class DashboardFeed {
   int interval_ms_;
   uint64_t last_step_ = 0;
   bool first_ = true;
+  uint64_t n_events_ = 0;   // events built so far
+  double build_ms_ = 0;     // time spent building them (snapshot + JSON text), for the cost figures
   std::vector<sched::StepRecord> steps_;         // scratch for one read
   std::deque<sched::StepRecord> recent_;         // the last kRateWindowMs of steps seen
   std::deque<CacheSample> cache_history_;        // the last kHistoryMs of prefix-cache counters
