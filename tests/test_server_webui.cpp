@@ -350,6 +350,28 @@ TEST(ServerWebUi, IntervalIsValidatedAndOpenStreamsAreCapped) {
   EXPECT_TRUE(back) << "closed dashboard streams still counted";
 }
 
+TEST(ServerWebUi, StoppingTheServerEndsOpenEventStreams) {
+  UBATCH_REQUIRE_TINY_MODEL();
+  auto s = serve_model(tiny_model());
+  ASSERT_TRUE(s);
+  std::atomic<int> snapshots{0};
+  std::atomic<bool> returned{false};
+  std::thread reader([&] {
+    auto c = client(s->port);
+    c->Get("/v1/dashboard/events?interval_ms=100", [&](const char* data, size_t len) {
+      if (std::string(data, len).find("event: snapshot") != std::string::npos) ++snapshots;
+      return true;  // never stops by itself
+    });
+    returned = true;
+  });
+  for (int i = 0; i < 1200 && snapshots.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_GE(snapshots.load(), 2);
+  EXPECT_FALSE(returned.load());
+  s->http->stop();  // returns once the stream's handler has seen the stop flag
+  reader.join();
+  EXPECT_TRUE(returned.load());
+}
+
 TEST(DashboardFeed, ParsesTheIntervalParameter) {
   using server::DashboardFeed;
   EXPECT_EQ(DashboardFeed::parse_interval(""), DashboardFeed::kDefaultIntervalMs);
