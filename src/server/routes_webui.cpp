@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sched/engine.h"
+#include "server/connection_probe.h"
 #include "server/dashboard.h"
 #include "server/errors.h"
 #include "server/webui_assets.h"
@@ -78,8 +79,11 @@ DashboardServerInfo server_info(ServerState& state, const std::atomic<int>& n_st
 }
 
 // Writes a snapshot every interval until the client goes away or the server stops. Returns
-// false when the client went away.
-bool run_events(ServerState& state, DashboardFeed& feed, const std::atomic<int>& n_streams, httplib::DataSink& sink) {
+// false when the client went away: a failed write, or a closed connection seen by `probe`
+// within kPollInterval (a write into a closed socket may succeed once, so waiting for a
+// failed write would keep a closed stream counted for up to two intervals).
+bool run_events(ServerState& state, DashboardFeed& feed, const std::atomic<int>& n_streams,
+                const ConnectionProbe& probe, httplib::DataSink& sink) {
   const std::string preamble = DashboardFeed::preamble();
   if (!sink.write(preamble.data(), preamble.size())) return false;
   auto next = Clock::now();
@@ -88,7 +92,7 @@ bool run_events(ServerState& state, DashboardFeed& feed, const std::atomic<int>&
     if (!sink.write(event.data(), event.size())) return false;
     next += feed.interval();
     for (auto now = Clock::now(); now < next && !state.stopping; now = Clock::now()) {
-      if (!sink.is_writable()) return false;
+      if (!sink.is_writable() || probe.closed()) return false;
       std::this_thread::sleep_for(std::min<Clock::duration>(kPollInterval, next - now));
     }
     if (Clock::now() > next + feed.interval()) next = Clock::now();  // fell behind: no burst to catch up
@@ -111,14 +115,15 @@ void dashboard_events(ServerState& state, const std::shared_ptr<std::atomic<int>
     return send_error(res, unavailable(fmt::format("too many dashboard streams open (at most {})", kMaxDashboardStreams), 5));
   }
   auto feed = std::make_shared<DashboardFeed>(*b->engine, *interval);
+  auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&state, feed, n_streams](size_t /*offset*/, httplib::DataSink& sink) -> bool {
+      [&state, feed, probe, n_streams](size_t /*offset*/, httplib::DataSink& sink) -> bool {
         try {
-          return run_events(state, *feed, *n_streams, sink);
+          return run_events(state, *feed, *n_streams, *probe, sink);
         } catch (const std::exception& e) {
           spdlog::error("dashboard events: {}", e.what());
           return false;
