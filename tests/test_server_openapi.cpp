@@ -23,9 +23,16 @@ class SchemaCheck {
     while (pos <= ref.size()) {
       size_t end = ref.find('/', pos);
       if (end == std::string::npos) end = ref.size();
-      std::string part = ref.substr(pos, end - pos);
-      for (size_t p; (p = part.find("~1")) != std::string::npos;) part.replace(p, 2, "/");
-      for (size_t p; (p = part.find("~0")) != std::string::npos;) part.replace(p, 2, "~");
+      // JSON Pointer unescaping (RFC 6901): ~1 is '/', ~0 is '~'.
+      std::string part;
+      for (size_t i = pos; i < end; ++i) {
+        if (ref[i] == '~' && i + 1 < end && (ref[i + 1] == '0' || ref[i + 1] == '1')) {
+          part.push_back(ref[i + 1] == '1' ? '/' : '~');
+          ++i;
+        } else {
+          part.push_back(ref[i]);
+        }
+      }
       if (!node->is_object() || !node->contains(part)) return nullptr;
       node = &(*node)[part];
       pos = end + 1;
@@ -259,9 +266,15 @@ std::string concrete_path(const std::string& path, const json& op) {
   std::string out = path;
   for (const json& p : op.value("parameters", json::array())) {
     if (p.value("in", "") != "path") continue;
-    const std::string name = "{" + p["name"].get<std::string>() + "}";
+    std::string name = "{";
+    name += p["name"].get<std::string>();
+    name += '}';
     const size_t at = out.find(name);
-    if (at != std::string::npos) out = out.substr(0, at) + p["example"].get<std::string>() + out.substr(at + name.size());
+    if (at == std::string::npos) continue;
+    std::string filled = out.substr(0, at);
+    filled += p["example"].get<std::string>();
+    filled += out.substr(at + name.size());
+    out = filled;
   }
   return out;
 }
