@@ -94,7 +94,9 @@ int64_t sum(const std::vector<StepRecord>& v, int32_t StepRecord::*field) {
 }
 
 TEST(SchedulerStepLog, EveryStepRecordsItsDecodeAndPrefillTokensAgainstTheBudget) {
-  Harness h(config(Policy::UBatch, 8, 64));
+  EngineConfig c = config(Policy::UBatch, 8, 64);
+  c.spec_k = 0;  // one decode token per sequence and step (drafts: the next test)
+  Harness h(c);
   for (int32_t seed : {1, 2, 3}) h.submit(make_request(seed == 1 ? 100 : 30 + seed, 8, seed));
   h.run_all();
   std::vector<StepRecord> steps;
@@ -126,6 +128,35 @@ TEST(SchedulerStepLog, EveryStepRecordsItsDecodeAndPrefillTokensAgainstTheBudget
   EXPECT_EQ(lat.ttft.count, 3u);
   EXPECT_EQ(lat.itl.count, 3u * 7);
   EXPECT_GT(lat.ttft.p99_ms, 0.0);
+}
+
+TEST(SchedulerStepLog, DraftTokensCountAsDecodeAndAcceptedOnesAsOutput) {
+  EngineConfig c = config(Policy::UBatch, 4, 64);
+  c.spec_always = true;  // draft whatever the n-gram drafter finds
+  Harness h(c);
+  // Prompts that continue the fake model's own chain: its next tokens repeat what came before.
+  for (int32_t start : {5, 400}) {
+    Request r = make_request(1, 60);
+    r.prompt = {start};
+    while (r.prompt.size() < 48) r.prompt.push_back(sim::FakeRunner::next_token(0, r.prompt.back(), 1000));
+    r.ignore_eos = true;
+    h.submit(r);
+  }
+  h.run_all();
+  const MetricsSnapshot m = h.sched.metrics();
+  ASSERT_GT(m.draft_tokens, 0u) << "nothing was drafted: the test needs a repetitive prompt";
+  std::vector<StepRecord> steps;
+  h.sched.step_log().read(0, 100000, steps);
+  EXPECT_EQ(sum(steps, &StepRecord::n_draft), static_cast<int64_t>(m.draft_tokens));
+  EXPECT_EQ(sum(steps, &StepRecord::n_prefill) + sum(steps, &StepRecord::n_decode), static_cast<int64_t>(m.step_tokens));
+  EXPECT_EQ(sum(steps, &StepRecord::n_sampled), static_cast<int64_t>(m.generated_tokens));
+  EXPECT_EQ(m.generated_tokens, 120u);
+  for (const StepRecord& r : steps) {
+    EXPECT_LE(r.n_draft, r.n_decode);
+    EXPECT_LE(r.n_decode + r.n_prefill, r.n_budget);
+  }
+  // Fewer steps than tokens: accepted drafts gave some steps several output tokens.
+  EXPECT_LT(static_cast<int64_t>(steps.size()), 120);
 }
 
 TEST(SchedulerStepLog, RecomputingAPreemptedSampleIsPrefill) {

@@ -199,7 +199,7 @@ TEST(ServerWebUi, SnapshotsCarryEveryStepAndTheEngineCounters) {
   const json& steps = first["steps"];
   const std::vector<std::string> fields = steps["fields"];
   ASSERT_EQ(fields, (std::vector<std::string>{"end_ms", "decode_ms", "decode", "prefill", "sampled", "budget", "running",
-                                              "waiting"}));
+                                              "waiting", "draft"}));
   ASSERT_EQ(steps["rows"].size(), m.steps);
   EXPECT_EQ(steps["first"], 1);
   EXPECT_EQ(steps["last"], m.steps);

@@ -102,7 +102,7 @@ json DashboardFeed::next_snapshot(const DashboardServerInfo& server) {
   json rows = json::array();
   for (const sched::StepRecord& r : steps_) {
     rows.push_back(json::array({round2(r.end_ms), round2(r.decode_ms), r.n_decode, r.n_prefill, r.n_sampled,
-                                r.n_budget, r.n_running, r.n_waiting}));
+                                r.n_budget, r.n_running, r.n_waiting, r.n_draft}));
     recent_.push_back(r);
   }
   while (!recent_.empty() && recent_.front().end_ms < now - kRateWindowMs) recent_.pop_front();
@@ -136,7 +136,7 @@ json DashboardFeed::next_snapshot(const DashboardServerInfo& server) {
       {"interval_ms", interval_ms_},
       {"settings", settings_json(engine_, server)},
       {"steps",
-       {{"fields", {"end_ms", "decode_ms", "decode", "prefill", "sampled", "budget", "running", "waiting"}},
+       {{"fields", {"end_ms", "decode_ms", "decode", "prefill", "sampled", "budget", "running", "waiting", "draft"}},
         {"rows", std::move(rows)},
         {"first", steps_.empty() ? json(nullptr) : json(steps_.front().index)},
         {"last", last_step_},
