@@ -87,6 +87,28 @@ if ! python3 -c 'import schemathesis' >/dev/null 2>&1; then
     echo "warning: could not install schemathesis; the API conformance test will skip"
 fi
 
+# The web page's browser test (tests/python/test_webui_browser.py): headless Chromium and its
+# WebDriver from Debian, driven by Selenium from PyPI. Optional: where they cannot be
+# installed, that one test skips and says why.
+BROWSER_PACKAGES=(chromium chromium-driver)
+missing=()
+for p in "${BROWSER_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing Debian packages for the browser test: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  { $SUDO apt-get -o DPkg::Lock::Timeout=900 update -qq &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=900 "${missing[@]}"; } ||
+    echo "warning: could not install ${missing[*]}; the web page's browser test will skip"
+fi
+if ! python3 -c 'import selenium' >/dev/null 2>&1; then
+  echo "== installing Selenium (pip package selenium) for the browser test"
+  python3 -m pip install --quiet selenium || python3 -m pip install --quiet --break-system-packages selenium || \
+    echo "warning: could not install selenium; the web page's browser test will skip"
+fi
+
 echo "== building (Release) in build/"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
@@ -94,6 +116,7 @@ cmake --build build
 if [ "$RUN_MAIN" = 1 ]; then
   echo "== a first generation on the default model"
   ./build/ubatch run -p "The capital of France is" -n 32 --temp 0 --perf
-  echo "== main job: ubatch serve on http://127.0.0.1:8080 (Ctrl-C stops it)"
+  echo "== main job: ubatch serve on http://127.0.0.1:8080 (Ctrl-C stops it; open that address in a browser:"
+  echo "   playground and live scheduler dashboard)"
   exec ./build/ubatch serve --perf
 fi

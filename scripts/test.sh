@@ -19,7 +19,7 @@ cmake --build build-asan --target test_gguf test_gguf_hostile test_kernels_gemm 
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|GrammarGbnf|GrammarMatcher|GrammarJsonSchema'
 echo "== scheduler and engine tests under ThreadSanitizer"
-TSAN_TARGETS=(test_sched_engine test_sched_scheduler test_sched_preemption test_sched_deadlines)
+TSAN_TARGETS=(test_sched_engine test_sched_scheduler test_sched_preemption test_sched_deadlines test_sched_live_view)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUBATCH_TSAN=ON >/dev/null
 cmake --build build-tsan --target "${TSAN_TARGETS[@]}"
 # halt_on_error: any report fails the test that produced it.

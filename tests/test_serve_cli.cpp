@@ -160,6 +160,7 @@ struct BackgroundStream {
                   size_t n = 0;
                   for (size_t p = got.find("data: "); p != std::string::npos; p = got.find("data: ", p + 1)) ++n;
                   frames = static_cast<int>(n);
+                  return true;
                 });
       return got;
     });

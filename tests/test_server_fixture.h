@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <regex>
@@ -131,6 +132,23 @@ inline Reply post(int port, const std::string& path, const std::string& body, co
 
 inline Reply get(int port, const std::string& path, const HttpHeaders& headers = {}) {
   return request(port, "GET", path, "", headers);
+}
+
+// GET on a fresh connection whose body is handed to on_body(status, bytes) piece by piece
+// until it returns false (the connection is then closed): reads endless event streams.
+// Returns the status and header fields (status -1: no response); the body stays empty.
+inline Reply get_stream(int port, const std::string& path, const HttpHeaders& headers,
+                        const std::function<bool(int status, std::string_view bytes)>& on_body) {
+  Reply r;
+  bench::HttpReply reply;
+  client(port)->request(
+      "GET", path, headers, "", reply,
+      [&](const bench::HttpReply& head) {
+        r.status = head.status;
+        r.headers = head.headers;
+      },
+      [&](std::string_view bytes) { return on_body(r.status, bytes); });
+  return r;
 }
 
 // The `data:` payloads of an SSE body, in order ("[DONE]" included). Fails the test on any

@@ -23,9 +23,16 @@ class SchemaCheck {
     while (pos <= ref.size()) {
       size_t end = ref.find('/', pos);
       if (end == std::string::npos) end = ref.size();
-      std::string part = ref.substr(pos, end - pos);
-      for (size_t p; (p = part.find("~1")) != std::string::npos;) part.replace(p, 2, "/");
-      for (size_t p; (p = part.find("~0")) != std::string::npos;) part.replace(p, 2, "~");
+      // JSON Pointer unescaping (RFC 6901): ~1 is '/', ~0 is '~'.
+      std::string part;
+      for (size_t i = pos; i < end; ++i) {
+        if (ref[i] == '~' && i + 1 < end && (ref[i + 1] == '0' || ref[i + 1] == '1')) {
+          part.push_back(ref[i + 1] == '1' ? '/' : '~');
+          ++i;
+        } else {
+          part.push_back(ref[i]);
+        }
+      }
       if (!node->is_object() || !node->contains(part)) return nullptr;
       node = &(*node)[part];
       pos = end + 1;
@@ -219,6 +226,57 @@ TEST_F(ServerOpenApi, DocumentParsesAndEveryRefResolves) {
     }
 }
 
+// GET of an endless event stream (the dashboard's): the status, headers and the body up to
+// its `n`-th `event:` block, then the connection is closed.
+Reply get_first_events(int port, const std::string& path, int n = 1) {
+  std::string body;
+  Reply r = get_stream(port, path, {}, [&](int status, std::string_view data) {
+    body.append(data);
+    int complete = 0;
+    for (size_t at = body.find("event:"); at != std::string::npos; at = body.find("event:", at + 1))
+      complete += body.find("\n\n", at) != std::string::npos;
+    return status != 200 || complete < n;
+  });
+  r.body = std::move(body);
+  return r;
+}
+
+// The `data:` of each `event: snapshot` block of a dashboard stream, parsed.
+std::vector<json> snapshot_events(const std::string& body) {
+  std::vector<json> out;
+  for (size_t at = body.find("event: snapshot\ndata: "); at != std::string::npos;
+       at = body.find("event: snapshot\ndata: ", at + 1)) {
+    const size_t begin = at + std::string("event: snapshot\ndata: ").size();
+    const size_t end = body.find("\n\n", begin);
+    if (end == std::string::npos) break;
+    out.push_back(json::parse(body.substr(begin, end - begin), nullptr, false));
+  }
+  return out;
+}
+
+// A documented path with its path parameters replaced by their documented examples.
+std::string concrete_path(const std::string& path, const json& op) {
+  std::string out = path;
+  for (const json& p : op.value("parameters", json::array())) {
+    if (p.value("in", "") != "path") continue;
+    std::string name = "{";
+    name += p["name"].get<std::string>();
+    name += '}';
+    const size_t at = out.find(name);
+    if (at == std::string::npos) continue;
+    std::string filled = out.substr(0, at);
+    filled += p["example"].get<std::string>();
+    filled += out.substr(at + name.size());
+    out = filled;
+  }
+  return out;
+}
+
+bool is_event_stream(const json& op) {
+  return op["responses"].contains("200") && op["responses"]["200"].contains("content") &&
+         op["responses"]["200"]["content"].contains("text/event-stream") && !op.contains("requestBody");
+}
+
 // Every documented operation is served: a request to it never gets 404, and another method
 // on the same path does not reach a handler (404 or 405).
 TEST_F(ServerOpenApi, EveryDocumentedOperationIsServed) {
@@ -229,15 +287,24 @@ TEST_F(ServerOpenApi, EveryDocumentedOperationIsServed) {
   for (const auto& [method, path] : ops) {
     SCOPED_TRACE(method + " " + path);
     ASSERT_TRUE(method == "get" || method == "post") << "the test knows GET and POST";
-    Reply r = method == "get" ? get(served_->port, path) : post(served_->port, path, "{}");
+    const json& op = doc_["paths"][path][method];
+    const std::string url = concrete_path(path, op);
+    if (is_event_stream(op)) {  // endless: its first event, against the schema in its own test
+      Reply r = get_first_events(served_->port, url);
+      EXPECT_EQ(r.status, 200);
+      EXPECT_EQ(snapshot_events(r.body).size(), 1u) << r.body.substr(0, 200);
+      EXPECT_EQ(post(served_->port, url, "{}").status, 404);
+      continue;
+    }
+    Reply r = method == "get" ? get(served_->port, url) : post(served_->port, url, "{}");
     EXPECT_NE(r.status, 404) << r.body;
     EXPECT_NE(r.status, -1);
     expect_documented(method, path, r);
-    Reply other = method == "get" ? post(served_->port, path, "{}") : get(served_->port, path);
+    Reply other = method == "get" ? post(served_->port, url, "{}") : get(served_->port, url);
     EXPECT_TRUE(other.status == 404 || other.status == 405) << "undocumented method answered " << other.status;
   }
   // Paths the document does not list are not served.
-  for (const char* path : {"/", "/v1", "/v1/embeddings", "/props", "/slots", "/v1/completions/", "/openapi.yaml",
+  for (const char* path : {"/v1", "/v1/embeddings", "/props", "/slots", "/v1/completions/", "/openapi.yaml",
                            "/docs", "/v2/models"}) {
     EXPECT_EQ(get(served_->port, path).status, 404) << path;
     EXPECT_EQ(post(served_->port, path, "{}").status, 404) << path;
@@ -286,6 +353,50 @@ TEST_F(ServerOpenApi, AnswersConformToTheDocumentedSchemas) {
   EXPECT_EQ(post(port, "/v1/completions", completion.dump()).status, 200);
   EXPECT_EQ(post(port, "/v1/chat/completions", chat.dump()).status, 200);
   EXPECT_EQ(post(port, "/v1/completions", R"({"prompt": 5})").status, 400);
+}
+
+// The dashboard's event stream: each snapshot conforms to DashboardSnapshot, with steps and
+// an active request in it; its errors are documented ones.
+TEST_F(ServerOpenApi, DashboardEventsConformToTheDocumentedSchema) {
+  const int port = served_->port;
+  ASSERT_EQ(post(port, "/v1/completions", R"({"prompt": "hello", "max_tokens": 4})").status, 200);
+  SchemaCheck check(doc_);
+  const json schema = {{"$ref", "#/components/schemas/DashboardSnapshot"}};
+  bool saw_request = false, saw_steps = false;
+  std::vector<uint64_t> submitted;
+  for (int attempt = 0; attempt < 50 && !(saw_request && saw_steps); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // (closed streams are counted out within 50 ms)
+    // Work that outlasts two snapshots (two slots, four long requests), then two snapshots:
+    // the first asks for the request table, the second shows it.
+    for (int i = 0; i < 4; ++i) {
+      sched::Request long_one;
+      long_one.prompt_text = "a long one";
+      long_one.max_tokens = 400;
+      long_one.ignore_eos = true;
+      long_one.deadline_ms = 600000;
+      sched::Engine::Submitted sub = served_->engine->submit(long_one);
+      ASSERT_TRUE(sub.ok()) << sub.error_message;
+      submitted.push_back(sub.stream->id());
+    }
+    Reply r = get_first_events(port, "/v1/dashboard/events?interval_ms=100", 2);
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.headers.find("Content-Type")->second, "text/event-stream");
+    for (const json& snap : snapshot_events(r.body)) {
+      ASSERT_FALSE(snap.is_discarded());
+      for (const std::string& e : check.check(schema, snap, "snapshot")) ADD_FAILURE() << e;
+      saw_request = saw_request || !snap["requests"]["rows"].empty();
+      saw_steps = saw_steps || !snap["steps"]["rows"].empty();
+    }
+  }
+  for (uint64_t id : submitted) served_->engine->cancel(id);
+  EXPECT_TRUE(saw_request && saw_steps);
+  expect_documented("get", "/v1/dashboard/events", get(port, "/v1/dashboard/events?interval_ms=1"));
+  expect_documented("get", "/v1/dashboard/events", get(keyed_->port, "/v1/dashboard/events"));
+  // The page and its files need no key.
+  EXPECT_EQ(get(keyed_->port, "/").status, 200);
+  EXPECT_EQ(get(keyed_->port, "/webui/style.css").status, 200);
+  expect_documented("get", "/webui/{file}", get(port, "/webui/nope.js"));
+  expect_documented("get", "/", get(port, "/"));
 }
 
 // The checker itself finds what it must (so the conformance test can fail).

@@ -162,7 +162,7 @@ struct HttpClient::Impl {
   template <typename Stream>
   Outcome exchange(Stream& stream, const std::string& wire, const std::string& method, HttpReply& reply,
                    const std::function<void(const HttpReply&)>& on_head,
-                   const std::function<void(std::string_view)>& on_body) {
+                   const std::function<bool(std::string_view)>& on_body) {
     Outcome out;
     lowest().expires_after(seconds(opt.io_timeout_s));
     error_code ec = run([&](auto handler) {
@@ -207,10 +207,13 @@ struct HttpClient::Impl {
       if (ec == bhttp::error::need_buffer) ec = {};
       const size_t n = sizeof(chunk) - parser.get().body().size;
       if (n > 0) {
-        if (on_body)
-          on_body(std::string_view(chunk, n));
-        else
+        if (!on_body) {
           reply.body.append(chunk, n);
+        } else if (!on_body(std::string_view(chunk, n))) {
+          reset();  // the rest of the body is unread: the connection cannot carry another request
+          out.stopped = true;
+          return out;
+        }
       }
       if (ec) return fail_read(ec);
     }
@@ -231,7 +234,7 @@ bool HttpClient::connected() const { return impl_->is_open(); }
 HttpClient::Outcome HttpClient::request(const std::string& method, const std::string& target,
                                         const HttpHeaders& fields, const std::string& body, HttpReply& reply,
                                         const std::function<void(const HttpReply&)>& on_head,
-                                        const std::function<void(std::string_view)>& on_body) {
+                                        const std::function<bool(std::string_view)>& on_body) {
   reply = HttpReply();
   Impl& m = *impl_;
   try {

@@ -52,17 +52,20 @@ class HttpClient {
     std::string message;        // human-readable, "" on success
     bool reused = false;        // sent on a kept-alive connection that had carried a response
     bool any_bytes = false;     // some byte of the response arrived
+    bool stopped = false;       // on_body asked to stop before the body's end (the connection was closed)
     bool ok() const { return failure == HttpFailure::None; }
   };
 
   // Sends one request (Host, Content-Length and the given fields; `body` as is) and reads
   // the response to its end. `on_head` runs once the status and fields are in, `on_body` for
-  // each piece of the body as it arrives (then reply.body stays empty). Connects first when
-  // needed; closes afterwards when the server said so. Never throws.
+  // each piece of the body as it arrives (then reply.body stays empty); on_body returning
+  // false stops the reading there — the connection is closed (the way to leave an endless
+  // event stream) and the outcome says `stopped`. Connects first when needed; closes
+  // afterwards when the server said so. Never throws.
   Outcome request(const std::string& method, const std::string& target, const HttpHeaders& fields,
                   const std::string& body, HttpReply& reply,
                   const std::function<void(const HttpReply&)>& on_head = {},
-                  const std::function<void(std::string_view)>& on_body = {});
+                  const std::function<bool(std::string_view)>& on_body = {});
 
   // Closes the connection (the next request opens a new one).
   void close();

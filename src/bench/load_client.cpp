@@ -221,6 +221,7 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
             col.feed(bytes, now);
           else if (err_body.size() < 4096)
             err_body.append(bytes.substr(0, 4096 - err_body.size()));
+          return true;
         });
     // A server may close a kept-alive connection while the request is on its way (its idle
     // timeout, or it closes after each stream); the send then fails with no response at all.

@@ -1,6 +1,7 @@
 #include "sched/engine.h"
 
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
@@ -57,8 +58,32 @@ struct Engine::Impl {
   std::atomic<int64_t> queued{0};  // waiting requests (for the admission check)
   std::thread thread;
 
+  // Live views: the request table (engine.h, active_requests()).
+  RequestBoard board;
+  std::vector<ActiveRequest> board_scratch;      // engine thread: rows being built
+  size_t board_rows = 0;                         // engine thread: rows published last
+  double board_published_ms = -1e300;            // engine thread
+  std::atomic<double> board_demand_ms{-1e300};   // last read of the table (runner clock)
+  std::atomic<double> live_view_ms{0};           // engine-thread time spent publishing
+
   void loop();
+  void publish_requests();
 };
+
+// After a step: rebuild the request table when a reader asked recently and the last one is
+// kRequestsPublishMs old, and publish the empty table once when the engine goes idle.
+void Engine::Impl::publish_requests() {
+  const double now = runner.now_ms();
+  const bool idle = !sched.has_work();
+  const bool wanted = now - board_demand_ms.load(std::memory_order_relaxed) < kRequestsDemandMs;
+  if (idle ? board_rows == 0 : !(wanted && now - board_published_ms >= kRequestsPublishMs)) return;
+  sched.active_requests(now, board_scratch);
+  board_rows = board_scratch.size();
+  board.publish(board_scratch, now);
+  board_published_ms = now;
+  const double spent = runner.now_ms() - now;
+  live_view_ms.store(live_view_ms.load(std::memory_order_relaxed) + spent, std::memory_order_relaxed);
+}
 
 void Engine::Impl::loop() {
   for (;;) {
@@ -85,6 +110,7 @@ void Engine::Impl::loop() {
     for (Pending& p : new_submits) (void)sched.submit(p.id, std::move(p.request), std::move(p.stream));
     for (uint64_t id : new_cancels) sched.cancel(id);
     bool ran = sched.step();
+    publish_requests();
     {
       std::lock_guard<std::mutex> lock(mutex);
       queued.store(static_cast<int64_t>(sched.n_waiting_requests() + submits.size()));
@@ -174,5 +200,28 @@ int32_t Engine::n_ctx_seq() const {
 }
 int32_t Engine::n_vocab() const { return impl_->ctx.n_vocab(); }
 grammar::GrammarCache& Engine::grammars() { return impl_->grammars; }
+
+Engine::Info Engine::info() const {
+  Info i;
+  const ContextParams& p = impl_->ctx.params();
+  i.n_ubatch = p.n_ubatch;
+  i.n_threads = impl_->ctx.pool().n_threads();
+  i.kv_type = std::string(tensor_type_name(p.kv_type));
+  for (char& c : i.kv_type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  i.kv_block_size = impl_->ctx.kv().block_size();
+  i.kv_blocks = impl_->ctx.kv().n_blocks();
+  return i;
+}
+
+double Engine::now_ms() const { return impl_->runner.now_ms(); }
+const StepLog& Engine::step_log() const { return impl_->sched.step_log(); }
+LatencyLastMinute Engine::latency_last_minute() const { return impl_->sched.latency_last_minute(now_ms()); }
+
+ActiveRequests Engine::active_requests() const {
+  impl_->board_demand_ms.store(now_ms(), std::memory_order_relaxed);
+  return impl_->board.read();
+}
+
+double Engine::live_view_ms() const { return impl_->live_view_ms.load(std::memory_order_relaxed); }
 
 }  // namespace ubatch::sched

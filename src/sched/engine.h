@@ -11,9 +11,12 @@
 #include <thread>
 
 #include "common/status.h"
+#include "sched/active_requests.h"
+#include "sched/latency_window.h"
 #include "sched/metrics.h"
 #include "sched/request.h"
 #include "sched/step_time_model.h"
+#include "sched/step_log.h"
 
 namespace ubatch {
 class Context;
@@ -101,6 +104,39 @@ class Engine {
   // Thread-safe. Compiles grammars for this engine's vocabulary, keeping recent ones
   // (Request::grammar takes what it returns).
   grammar::GrammarCache& grammars();
+
+  // What the engine runs on, for display (the context's settings).
+  struct Info {
+    int32_t n_ubatch = 0;       // most tokens per forward pass
+    int32_t n_threads = 0;      // compute threads
+    std::string kv_type;        // as --kv-type spells it: "f16", "f32", "q8_0"
+    int32_t kv_block_size = 0;  // token slots per KV block
+    int32_t kv_blocks = 0;      // KV blocks in the cache
+  };
+  Info info() const;
+
+  // Live views (the server's dashboard; docs/API.md, "GET /v1/dashboard/events"). Thread-safe
+  // and cheap: a reader holds a lock the engine thread also takes for at most one copy of what
+  // it reads, never across a forward pass.
+  //
+  // The engine clock (steady, ms): StepRecord::end_ms and the latency window use it.
+  double now_ms() const;
+  // One record per step that ran (pushed by the engine thread after each step).
+  const StepLog& step_log() const;
+  // TTFT and ITL percentiles over the last minute.
+  LatencyLastMinute latency_last_minute() const;
+  // The requests queued or running. The engine builds this table only while someone reads
+  // it: a call marks interest for kRequestsDemandMs, during which the engine publishes after
+  // a step at most every kRequestsPublishMs; it also publishes the empty table when it goes
+  // idle. So rows are at most kRequestsPublishMs + one step old when read at least every
+  // kRequestsDemandMs; a first read (or one after a pause) may see rows that old.
+  static constexpr double kRequestsDemandMs = 3000;
+  static constexpr double kRequestsPublishMs = 100;
+  ActiveRequests active_requests() const;
+  // Engine-thread time spent building and publishing that table (ms, since start): the
+  // live views' only engine-thread work besides one StepLog::push per step and two
+  // LatencyWindow observations per token.
+  double live_view_ms() const;
 
  private:
   struct Impl;

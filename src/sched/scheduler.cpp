@@ -726,12 +726,18 @@ bool Scheduler::step() {
   }
   uint64_t prompt_tokens = 0, n_draft_tokens = 0, n_accepted = 0, n_spec_seqs = 0, n_sampling_seqs = 0;
   KvCache& kv = runner_.kv();
+  StepRecord rec;
   for (size_t k = 0; k < entries.size(); ++k) {
     const Entry& e = entries[k];
     Seq& s = *e.seq;
     // Tokens up to the prompt's end are prompt processing; later ones generation.
     const int32_t from = s.n_computed, to = s.n_computed + e.n_tokens;
     if (from < s.n_prompt) prompt_tokens += static_cast<uint64_t>(std::min(to, s.n_prompt) - from);
+    // A decode is one generated token's step (with the draft tokens it verifies); anything
+    // else (prompt chunks, recomputing a preempted sample's tokens) is prefill.
+    const auto n_step_draft = static_cast<int32_t>(e.draft.size());
+    (e.n_tokens == 1 && from >= s.n_prompt ? rec.n_decode : rec.n_prefill) += e.n_tokens + n_step_draft;
+    rec.n_draft += n_step_draft;
     s.n_computed = to;
     if (first_row[k] != SIZE_MAX) ++n_sampling_seqs;
     if (e.draft.empty()) continue;
@@ -780,13 +786,22 @@ bool Scheduler::step() {
     while (end < rows.size() && row_seq[end] == &s && rows[end].sampled) ++end;
     const double burst = static_cast<double>(end - first_row[k]);
     const double itl_ms = s.last_token_ms >= 0 ? (t1 - s.last_token_ms) / burst : -1.0;
+    const int32_t generated = s.n_generated;
     for (size_t r = first_row[k]; r < end && !s.done; ++r) on_token(s, rows[r], t1, itl_ms);
+    rec.n_sampled += s.n_generated - generated;
   }
   for (const Entry& e : entries)
     if (!e.seq->done && e.seq->seq_id >= 0)
       UBATCH_CHECK_MSG(kv.seq_n_tokens(e.seq->seq_id) == e.seq->n_computed,
                        "scheduler: a sequence's KV does not hold exactly its computed tokens");
   update_gauges();
+  rec.index = step_log_.n_steps() + 1;
+  rec.end_ms = t1;
+  rec.decode_ms = static_cast<float>(t1 - t0);
+  rec.n_budget = cfg_.n_batch;
+  rec.n_running = static_cast<int32_t>(running_.size());
+  rec.n_waiting = static_cast<int32_t>(waiting_.size());
+  step_log_.push(rec);
   return true;
 }
 
@@ -819,8 +834,13 @@ void Scheduler::on_token(Seq& s, const RowSample& row, double now, double itl_ms
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     ++metrics_.generated_tokens;
-    if (r.first_token_ms < 0) metrics_.ttft.observe(now - r.arrival_ms);
-    else if (itl_ms >= 0) metrics_.tpot.observe(itl_ms);
+    if (r.first_token_ms < 0) {
+      metrics_.ttft.observe(now - r.arrival_ms);
+      ttft_window_.observe(now, now - r.arrival_ms);
+    } else if (itl_ms >= 0) {
+      metrics_.tpot.observe(itl_ms);
+      itl_window_.observe(now, itl_ms);
+    }
   }
   if (r.first_token_ms < 0) r.first_token_ms = now;
   r.last_token_ms = now;
@@ -940,6 +960,44 @@ double Scheduler::next_event_ms() const {
   for (const auto& [id, r] : requests_)
     if (r->strict_deadline) t = std::min(t, r->deadline_abs_ms);
   return t;
+}
+
+LatencyLastMinute Scheduler::latency_last_minute(double now_ms) const {
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  return {ttft_window_.summary(now_ms), itl_window_.summary(now_ms)};
+}
+
+void Scheduler::active_requests(double now, std::vector<ActiveRequest>& out) const {
+  out.clear();
+  for (const auto& [id, r] : requests_) {  // ids grow with arrival
+    ActiveRequest a;
+    a.id = id;
+    a.priority = r->request.priority;
+    a.deadline_ms = r->request.deadline_ms;
+    a.strict_deadline = r->strict_deadline;
+    if (std::isfinite(r->deadline_abs_ms)) a.deadline_left_ms = r->deadline_abs_ms - now;
+    a.age_ms = now - r->arrival_ms;
+    a.ttft_ms = r->first_token_ms >= 0 ? r->first_token_ms - r->arrival_ms : -1.0;
+    a.n_prompt = r->usage.prompt_tokens;
+    a.n_cached = r->usage.cached_tokens;
+    a.n_generated = r->usage.completion_tokens;
+    a.max_tokens = r->request.max_tokens;
+    a.n_samples = static_cast<int32_t>(r->seqs.size());
+    a.n_preempted = r->n_preempted;
+    const Seq& lead = *r->seqs.front();
+    a.rank = effective_priority(lead, now);
+    a.n_computed = lead.n_computed;
+    int best = -1;  // waiting 0, preempted 1, prefilling 2, decoding 3
+    for (const auto& s : r->seqs) {
+      if (s->done) continue;
+      const int st = s->seq_id >= 0 ? (s->remaining() <= 1 ? 3 : 2) : (s->preempted_at_ms >= 0 ? 1 : 0);
+      best = std::max(best, st);
+    }
+    static constexpr RequestState kStates[] = {RequestState::Waiting, RequestState::Preempted,
+                                               RequestState::Prefilling, RequestState::Decoding};
+    a.state = kStates[std::max(best, 0)];
+    out.push_back(a);
+  }
 }
 
 MetricsSnapshot Scheduler::metrics() const {

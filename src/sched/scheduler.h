@@ -29,7 +29,9 @@
 #include <optional>
 #include <vector>
 
+#include "sched/active_requests.h"
 #include "sched/engine.h"
+#include "sched/latency_window.h"
 #include "sched/metrics.h"
 #include "sched/rank.h"
 #include "sched/request.h"
@@ -37,6 +39,7 @@
 #include "sched/runner.h"
 #include "sched/spec_policy.h"
 #include "sched/step_time_model.h"
+#include "sched/step_log.h"
 #include "sched/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
 
@@ -74,6 +77,14 @@ class Scheduler {
   // Counts a request refused at submit (thread-safe: only touches the metrics).
   void note_rejected(SubmitError::Code cause);
   const EngineConfig& config() const { return cfg_; }
+
+  // Live views (thread-safe): one record per step that ran (step_log.h), and TTFT and ITL
+  // (gaps between successive tokens of a sample) over the minute before now_ms (runner clock).
+  const StepLog& step_log() const { return step_log_; }
+  LatencyLastMinute latency_last_minute(double now_ms) const;
+  // Engine thread only: replaces `out` with one row per request still queued or running,
+  // ordered by arrival (active_requests.h).
+  void active_requests(double now_ms, std::vector<ActiveRequest>& out) const;
 
  private:
   struct Seq;
@@ -129,8 +140,10 @@ class Scheduler {
   std::vector<AcceptanceCounts> accept_by_match_;  // [spec_ngram + 1] draft acceptance by n-gram match length
   NgramTable spec_table_;       // server-wide n-gram table (capacity 0: off)
 
+  StepLog step_log_;
   mutable std::mutex metrics_mutex_;
   MetricsSnapshot metrics_;
+  mutable LatencyWindow ttft_window_, itl_window_;  // guarded by metrics_mutex_
 };
 
 }  // namespace ubatch::sched

@@ -15,6 +15,7 @@
 #include "server/http/server.h"
 #include "server/routes_completions.h"
 #include "server/routes_misc.h"
+#include "server/routes_webui.h"
 #include "server/server_state.h"
 #include "tokenizer/tokenizer.h"
 
@@ -109,10 +110,13 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
   http::Router router;
   register_completion_routes(router, st);
   register_misc_routes(router, st, static_cast<int64_t>(std::time(nullptr)));
+  if (st.config.webui) register_webui_routes(router, st);
 
   http::Hooks hooks;
   hooks.check = [&st](const http::Request& req) -> std::optional<http::Response> {
-    if (st.config.api_key.empty() || req.path == "/health" || req.path == "/v1/health") return std::nullopt;
+    if (st.config.api_key.empty() || req.path == "/health" || req.path == "/v1/health" ||
+        (st.config.webui && is_webui_public_path(req.path)))
+      return std::nullopt;
     if (authorized(req, st.config.api_key)) return std::nullopt;
     http::Response res;
     send_error(res, unauthorized("missing or wrong API key (send \"Authorization: Bearer <key>\")"));
@@ -177,6 +181,7 @@ void HttpServer::set_backend(sched::Engine& engine, const Tokenizer& tokenizer) 
 
 void HttpServer::drain() {
   impl_->state.draining = true;
+  impl_->state.on_drain.notify_all();  // endless responses (dashboard streams) end now
   impl_->http->drain();
 }
 

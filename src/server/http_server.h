@@ -56,6 +56,7 @@ struct ServerConfig {
   SamplingParams sampling;         // defaults for the sampling fields a request leaves out
   bool random_seed = true;         // a request without "seed" gets a random one (false: sampling.seed)
   bool parse_special = true;       // /v1/completions text prompts: special-token text becomes special tokens
+  bool webui = true;               // the web page at / and its dashboard events (routes_webui.h)
 };
 
 class HttpServer {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,36 @@ struct HttpCounters {
   std::atomic<int64_t> streams_active{0};       // SSE responses in progress
 };
 
+// Functions to call once when the server begins to drain (HttpServer::drain): responses that
+// would never end by themselves (the dashboard's event streams) end on them, so that a
+// draining server does not wait for them. Each is an Exchange::waker (never blocks, holds
+// nothing strongly). Thread-safe.
+class DrainListeners {
+ public:
+  uint64_t add(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    listeners_.emplace(++next_, std::move(fn));
+    return next_;
+  }
+  void remove(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    listeners_.erase(id);
+  }
+  void notify_all() {
+    std::map<uint64_t, std::function<void()>> now;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      now = listeners_;
+    }
+    for (auto& [id, fn] : now) fn();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<uint64_t, std::function<void()>> listeners_;
+  uint64_t next_ = 0;
+};
+
 struct ServerState {
   explicit ServerState(ServerConfig c) : config(std::move(c)) {}
   const ServerConfig config;
@@ -42,6 +73,7 @@ struct ServerState {
   std::atomic<bool> stopping{false};  // stop() began: requests still running are ended
   const http::TransportStats* transport = nullptr;  // connection counters (for /metrics)
   HttpCounters counters;
+  DrainListeners on_drain;  // called by HttpServer::drain after `draining` is set
   std::string id_salt;  // random per process: response ids differ across restarts
 };
 

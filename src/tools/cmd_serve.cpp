@@ -119,6 +119,8 @@ int run_serve(ServeOptions& o) {
                  "n_parallel {}, n_batch {}",
                  cfg.model_name, loaded->load_ms, engine.n_ctx(), engine.n_ctx_seq(), sched::policy_name(o.engine.policy),
                  o.engine.n_parallel, o.engine.n_batch);
+    if (cfg.webui)
+      spdlog::info("web page (playground, live dashboard): http://{}:{}/", cfg.host, port.value());
     const auto t_ready = std::chrono::steady_clock::now();
     int sig = 0;
     sigwait(&signals, &sig);
@@ -173,6 +175,8 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_flag_callback("--no-parse-special", [&s] { s.parse_special = false; },
                "tokenize /v1/completions text prompts as plain text: special-token text such as "
                "<start_of_turn> stays text (chat content is always plain text)");
+  sub.add_flag_callback("--no-webui", [&s] { s.webui = false; },
+                        "no web page: GET / (playground, dashboard) and /v1/dashboard/events answer 404");
   sub.add_option("--http-threads", s.http_threads,
                  "I/O threads serving every HTTP connection (connections do not hold threads)")
       ->capture_default_str()->check(CLI::Range(1, 256));

@@ -77,6 +77,9 @@ class ExchangeImpl final : public Exchange {
   const Request& request() const override { return req_; }
   void post(std::function<void()> fn) override { conn_->post(std::move(fn)); }
   std::function<void()> waker(std::function<void()> task) override { return conn_->waker(std::move(task)); }
+  void after(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    if (conn_->is_current(this)) conn_->after(delay, std::move(fn), this);
+  }
   void respond(Response res) override {
     if (conn_->is_current(this)) conn_->respond(std::move(res));
   }
@@ -105,6 +108,7 @@ Connection::Connection(std::shared_ptr<ServerCore> core, net::ip::tcp::socket so
       executor_(socket_.get_executor()),
       read_timer_(socket_.get_executor()),
       write_timer_(socket_.get_executor()),
+      exchange_timer_(socket_.get_executor()),
       buffer_(core_->limits.max_header_bytes + kReadAhead + kReadChunk),
       id_(id) {
   core_->stats.connections_open++;
@@ -133,22 +137,39 @@ void Connection::start() {
   next_request();
 }
 
+void Connection::run_task(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    spdlog::error("http: connection {}: handler task failed: {}", id_, e.what());
+    if (exchange_ && !head_sent_)
+      respond(core_->error_response(500, std::string("internal error: ") + e.what(), &exchange_->req_));
+    else
+      close_now();
+  }
+}
+
 void Connection::post(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(core_->gate_mutex);
   if (!core_->gate_open) return;
   net::post(executor_, [self = shared_from_this(), fn = std::move(fn)] {
     if (self->phase_ == Phase::Closed) return;
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      spdlog::error("http: connection {}: handler task failed: {}", self->id_, e.what());
-      if (self->exchange_ && !self->head_sent_)
-        self->respond(self->core_->error_response(500, std::string("internal error: ") + e.what(),
-                                                  &self->exchange_->req_));
-      else
-        self->close_now();
-    }
+    self->run_task(fn);
   });
+}
+
+void Connection::after(std::chrono::milliseconds delay, std::function<void()> fn, const ExchangeImpl* ex) {
+  const uint64_t gen = ++exchange_timer_gen_;
+  exchange_timer_.expires_after(delay);
+  exchange_timer_.async_wait([self = shared_from_this(), gen, ex, fn = std::move(fn)](error_code ec) {
+    if (ec || gen != self->exchange_timer_gen_ || !self->is_current(ex)) return;
+    self->run_task(fn);
+  });
+}
+
+void Connection::cancel_exchange_timer() {
+  ++exchange_timer_gen_;
+  exchange_timer_.cancel();
 }
 
 namespace {
@@ -499,6 +520,7 @@ void Connection::on_drained() {
 }
 
 void Connection::finish_exchange() {
+  cancel_exchange_timer();
   if (exchange_) {
     exchange_->abort_ = nullptr;
     exchange_.reset();
@@ -538,6 +560,7 @@ void Connection::abort_exchange(AbortReason why) {
     return;
   }
   ex->aborted = true;
+  cancel_exchange_timer();
   if (!head_sent_ && core_->hooks.on_response) core_->hooks.on_response(ex->req_, 499);
   exchange_.reset();
   core_->stats.exchanges_active--;
@@ -551,6 +574,7 @@ void Connection::close_now(AbortReason why) {
   ++write_timer_gen_;
   read_timer_.cancel();
   write_timer_.cancel();
+  cancel_exchange_timer();
   error_code ec;
   socket_.shutdown(net::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);

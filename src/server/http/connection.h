@@ -6,6 +6,7 @@
 // posting on_drain / on_stop / force_close.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -68,6 +69,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // For ExchangeImpl (on the strand unless said otherwise).
   void post(std::function<void()> fn);  // any thread
   std::function<void()> waker(std::function<void()> task);  // see Exchange::waker
+  void after(std::chrono::milliseconds delay, std::function<void()> fn, const ExchangeImpl* ex);  // Exchange::after
   bool is_current(const ExchangeImpl* ex) const;
   void respond(Response res);
   void start_stream(Response head);
@@ -98,12 +100,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void abort_exchange(AbortReason why);
   void arm_read_timer(Deadline kind, double seconds);
   void cancel_read_timer();
+  void cancel_exchange_timer();
+  void run_task(const std::function<void()>& fn);  // a handler's task, its exceptions answered
 
   std::shared_ptr<ServerCore> core_;
   boost::asio::ip::tcp::socket socket_;
   const boost::asio::any_io_executor executor_;  // the connection's strand
   boost::asio::steady_timer read_timer_;
   boost::asio::steady_timer write_timer_;
+  boost::asio::steady_timer exchange_timer_;  // Exchange::after
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   const uint64_t id_;
@@ -116,6 +121,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t read_timer_gen_ = 0;
   bool read_timed_out_ = false;
   uint64_t write_timer_gen_ = 0;
+  uint64_t exchange_timer_gen_ = 0;
   bool write_timed_out_ = false;
   size_t linger_bytes_ = 0;
 

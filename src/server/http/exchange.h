@@ -17,6 +17,7 @@
 // is ignored.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string_view>
 
@@ -46,6 +47,12 @@ class Exchange {
   // (a stream's notifier); once the connection is gone or the server stopped it does nothing.
   // `task` should hold its own state weakly too.
   virtual std::function<void()> waker(std::function<void()> task) = 0;
+
+  // Runs fn on this exchange's strand once `delay` has passed, replacing a run still pending
+  // from an earlier call. Dropped, uncalled, once the exchange is answered or aborted (the
+  // timer is cancelled then, so it keeps nothing alive past the exchange) or the server
+  // stops. For bodies produced on a clock, such as the dashboard's snapshot stream.
+  virtual void after(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
 
   // Answers with a whole response. Ignored once answered.
   virtual void respond(Response res) = 0;
