@@ -25,7 +25,7 @@ namespace ubatch::server {
 bool is_webui_public_path(std::string_view path);
 
 // Most dashboard event streams open at once; more get 503. Each costs a snapshot build on an
-// I/O thread per interval (docs/BENCHMARKS.md, "Web dashboard").
+// I/O thread per interval (docs/BENCHMARKS.md, "Dashboard").
 inline constexpr int kMaxDashboardStreams = 16;
 
 void register_webui_routes(http::Router& router, ServerState& state);
