@@ -76,7 +76,8 @@ class HttpServer {
   void set_backend(sched::Engine& engine, const Tokenizer& tokenizer);
   // Graceful shutdown, first half: /health answers 503 "draining", new completions get 503,
   // idle keep-alive connections close and the others after their current response; the port
-  // stays open so that health probes get their answer. Running requests go on. Idempotent.
+  // stays open so that health probes get their answer. Running requests go on; the
+  // dashboard's event streams, which never end by themselves, end now. Idempotent.
   void drain();
   // Waits until no request is being answered, at most `timeout`. True when none is.
   bool wait_idle(std::chrono::milliseconds timeout);
