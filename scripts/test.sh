@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs and builds (scripts/setup.sh
-# --no-run), runs every test with CTest, then builds the file-parser, grammar and packed-kernel
-# tests under AddressSanitizer + UBSan and the scheduler/engine/server tests under ThreadSanitizer, and
+# --no-run), runs every test with CTest, then builds the file-parser, grammar, HTTP-transport and
+# packed-kernel tests under AddressSanitizer + UBSan and the scheduler/engine/server tests under ThreadSanitizer, and
 # runs them too; then a short smoke run of every fuzz target (scripts/fuzz.sh).
 # Tests that need ../shared/reference skip visibly where it is absent.
 set -euo pipefail
@@ -12,12 +12,12 @@ JOBS=$(nproc)
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-echo "== hostile-input, chat-rendering, grammar and packed-kernel tests under AddressSanitizer + UBSan"
+echo "== hostile-input, chat-rendering, grammar, HTTP-transport and packed-kernel tests under AddressSanitizer + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUBATCH_SANITIZE=ON >/dev/null
 cmake --build build-asan --target test_gguf test_gguf_hostile test_kernels_gemm test_tokenizer_chat test_tokenizer_segments \
-  test_grammar_gbnf test_grammar_matcher test_grammar_json_schema
+  test_grammar_gbnf test_grammar_matcher test_grammar_json_schema test_server_transport test_server_http
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|GrammarGbnf|GrammarMatcher|GrammarJsonSchema'
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerHttp|ServerUnits|ServerLifecycle'
 echo "== scheduler, engine and server tests under ThreadSanitizer"
 # The server tests run the real HTTP layer (Boost.Beast, 2 I/O threads) against the engine
 # thread: transport limits, pipelining, drain, SSE streams and client disconnects. Left out
