@@ -251,6 +251,23 @@ TEST_F(ServerTransport, ChunkedBodyOverTheLimitIs413WithoutReadingItAll) {
   EXPECT_EQ(get(port(), "/health").status, 200);
 }
 
+TEST_F(ServerTransport, AClientThatSendsItsWholeOversizeBodyBeforeReadingGets413) {
+  // The usual blocking client: write the request, body and all, then read. The server answers
+  // 413 at the header and lingers, dropping the body's bytes, so the writes succeed and the
+  // answer is there to read — closing at once would reset the connection under the writer
+  // (EPIPE) and could destroy the answer.
+  serve(tiny_options());  // --max-body 64 KiB
+  const std::string body(4 << 20, 'a');
+  Wire w(port());
+  ASSERT_TRUE(w.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                     "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body))
+      << "the connection was reset while the body was sent";
+  Wire::Response r = w.next_response();
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(json::parse(r.body, nullptr, false)["error"]["code"], "request_too_large") << r.body;
+  EXPECT_TRUE(w.wait_closed());
+}
+
 TEST_F(ServerTransport, MalformedChunkIs400AndTheConnectionCloses) {
   serve(tiny_options());
   Wire w(port());

@@ -11,7 +11,8 @@ The script starts `BINARY serve -m MODEL --port 0 SERVER ARGS` (or attaches to -
 /health, then:
   1. warm-up: fills the whole KV cache once with prompts of random token ids (max_tokens 1), so
      every KV page is resident (the cache is zero-filled lazily, and its blocks stay cached for
-     prefix reuse), then runs a round of ordinary requests; resident memory (VmRSS from
+     prefix reuse), then --grammar-warmup requests with distinct JSON schemas (the server's
+     bounded cache of compiled grammars filled), then a round of ordinary requests; resident memory (VmRSS from
      /proc/PID/status) and the KV gauges of /metrics are read as the baseline;
   2. the soak: --requests jobs over --concurrency client tasks (asyncio, raw sockets, HTTP/1.1
      keep-alive reused at random). About --malformed-share of the jobs send a malformed request
@@ -1294,6 +1295,23 @@ async def run(args, server):
                 raise RuntimeError(f"warm-up request answered {st}: {data[:200]!r}")
 
     await asyncio.gather(*(fill(i) for i in range(n_fill if not args.no_kv_fill else 0)))
+
+    # Warm-up 1b: the compiled-grammar cache filled past its capacity (the server keeps the 64
+    # most recently used grammars, each with the token classes and masks it has computed: tens
+    # of MiB, bounded), so that the constrained requests of the soak, whose schemas are new
+    # each time, do not count the cache's filling as growth.
+    async def grammar_fill(i):
+        async with sem:
+            names = ["".join(wrng.choice("abcdefghijklmnop") for _ in range(wrng.randint(3, 10)))
+                     for _ in range(wrng.randint(1, 4))]
+            props = {n: {"type": wrng.choice(["string", "integer", "boolean"])} for n in names}
+            schema = {"type": "object", "properties": props, "required": sorted(props)}
+            st, data = await simple_post(host, port, "/v1/completions",
+                                         {"prompt": "JSON:", "max_tokens": 12, "json_schema": schema})
+            if st != 200:
+                raise RuntimeError(f"grammar warm-up request answered {st}: {data[:200]!r}")
+
+    await asyncio.gather(*(grammar_fill(i) for i in range(args.grammar_warmup)))
     # Warm-up 2: a round of ordinary requests (threads, allocator arenas, prefix cache).
     warm = Soak(args, host, port, ctx, args.seed + 1)
     warm.args = argparse.Namespace(**{**vars(args), "requests": args.warmup, "malformed_share": 0.0,
@@ -1302,7 +1320,8 @@ async def run(args, server):
     warm_failed = [r for r in warm.results if r.failed]
     m_base, idle_base = await settle(host, port, args.settle)
     rss_warm = server.rss_kib()
-    print(f"warm-up: {n_fill if not args.no_kv_fill else 0} KV-filling prompts of {plen} tokens + {args.warmup} "
+    print(f"warm-up: {n_fill if not args.no_kv_fill else 0} KV-filling prompts of {plen} tokens + {args.grammar_warmup} "
+          f"distinct schemas + {args.warmup} "
           f"requests in {time.monotonic() - t_warm:.1f} s; RSS {mib(rss_start)} -> {mib(rss_warm)} MiB; "
           f"KV used {m_base.get('ubatch_kv_blocks_used'):.0f}, cached {m_base.get('ubatch_kv_blocks_cached'):.0f} "
           f"of {total_blocks}", flush=True)
@@ -1465,6 +1484,8 @@ def main():
     ap.add_argument("--pipeline-share", type=float, default=0.0,
                     help="share of valid jobs that pipeline 2-3 requests on one connection (HTTP/1.1)")
     ap.add_argument("--warmup", type=int, default=64, help="ordinary requests in the warm-up")
+    ap.add_argument("--grammar-warmup", type=int, default=80,
+                    help="requests with distinct JSON schemas in the warm-up (fills the server's cache of 64 grammars)")
     ap.add_argument("--no-kv-fill", action="store_true", help="skip writing the whole KV cache in the warm-up")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a request may take before it is a hang")
     ap.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the server to go idle")

@@ -465,6 +465,13 @@ def scenario_drain(args, run_dir):
             check(s.served_by == victim, f"stream served by {s.served_by}, not {victim}")
             s.read_frames(2)
         cluster.signal(victim, "TERM")
+        # The signal is handled asynchronously: a request that reaches the replica before the
+        # drain begins is admitted and served, rightly. Wait until the replica says it drains.
+        vport = cluster.replica_port(victim)
+        deadline = time.monotonic() + 30
+        while get(vport, "/health", timeout=5)[0] != 503 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(get(vport, "/health", timeout=5)[0] == 503, f"{victim}'s /health not 503 after SIGTERM")
         # Requests sent while it drains go to the other replica (refused there, retried here).
         for i in range(3):
             status, headers, reply = post(cluster.port, "/v1/completions", long_body(2))

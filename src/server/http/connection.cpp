@@ -22,8 +22,12 @@ namespace {
 
 constexpr size_t kReadChunk = 4096;            // bytes asked per read_some
 constexpr size_t kReadAhead = 64 << 10;        // bytes of a next request buffered while one is answered
-constexpr double kLingerSeconds = 2.0;         // lingering close: how long unread bytes are drained
-constexpr size_t kLingerMaxBytes = 256 << 10;  // … and how many
+// Lingering close (RFC 9112 §9.6): after an early refusal (413 on a body still arriving) the
+// client may go on sending the body it announced before it reads our answer; closing while
+// its bytes arrive sends RST, which can destroy the answer in its receive buffer. So the
+// bytes are read and dropped — never parsed or kept — for a bounded time and amount.
+constexpr double kLingerSeconds = 5.0;         // how long unread bytes are drained
+constexpr size_t kLingerMaxBytes = 64 << 20;   // … and how many (a body a few times --max-body)
 
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
