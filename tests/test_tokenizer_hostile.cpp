@@ -60,17 +60,19 @@ void check_hostile(const Tokenizer& tok, const std::string& name, RoundTrip roun
   }
   // A vocabulary that drops bytes it cannot spell has no bytes-per-token bound; the others do.
   const size_t piece = tok.max_piece_bytes();
-  if (round_trip == RoundTrip::NONE)
+  if (round_trip == RoundTrip::NONE) {
     EXPECT_EQ(piece, 0u) << name;
-  else
+  } else {
     EXPECT_EQ(piece, tok.token_to_piece(longest, true).size()) << name;
+  }
   for (const std::string& s : inputs) {
     for (bool parse_special : {false, true}) {
       const std::vector<int32_t> ids = tok.tokenize(s, true, parse_special);
       for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.n_vocab()) << name;
       // The server refuses a prompt by this bound before tokenizing it (json_request.cpp).
-      if (piece > 0)
+      if (piece > 0) {
         EXPECT_GE(ids.size(), (s.size() + piece - 1) / piece) << name << ": input of " << s.size() << " bytes";
+      }
       const bool must_round_trip = round_trip == RoundTrip::ALL ||
                                    (round_trip == RoundTrip::VALID_UTF8 && is_valid_utf8(s));
       if (!parse_special && must_round_trip) {
