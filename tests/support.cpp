@@ -25,6 +25,11 @@ std::string default_model() {
 
 std::string ubatch_binary() { return UBATCH_BINARY; }
 
+std::string ubatch_command() {
+  const std::string launcher = UBATCH_BINARY_LAUNCHER;
+  return launcher.empty() ? ubatch_binary() : launcher + " " + ubatch_binary();
+}
+
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};

@@ -19,6 +19,10 @@ bool have_reference();
 // The embedded default model (Gemma 3 270M Q4_K_M) and the built `ubatch` binary.
 std::string default_model();
 std::string ubatch_binary();
+// The shell words that run the binary: ubatch_binary(), preceded in a cross build by the
+// emulator CMake runs the tests with (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; the
+// environment, QEMU_CPU included, passes through to it).
+std::string ubatch_command();
 
 std::vector<uint8_t> read_file(const std::string& path);
 std::vector<float> read_f32(const std::string& path);

@@ -134,7 +134,7 @@ class BenchCli : public ::testing::Test {
     if (!std::filesystem::exists(test::ubatch_binary())) GTEST_SKIP() << "binary not built: " << test::ubatch_binary();
   }
   std::string run(const std::string& args, int* status) {
-    return test::run_command(test::ubatch_binary() + " " + args + " 2>&1", status);
+    return test::run_command(test::ubatch_command() + " " + args + " 2>&1", status);
   }
 };
 

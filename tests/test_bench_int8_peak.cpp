@@ -16,6 +16,7 @@
 namespace ubatch::bench {
 namespace {
 
+#if defined(UBATCH_X86_KERNELS)
 // The 4 bytes of a broadcast 32-bit pattern, low byte first.
 uint8_t byte_of(uint32_t pattern, int k) { return static_cast<uint8_t>(pattern >> (8 * k)); }
 
@@ -64,6 +65,17 @@ TEST(BenchInt8Peak, AmxLoopDoesItsMacs) {
   kernels::amx_release();
   EXPECT_EQ(amx::kTdpbusdMacsPerIter, 4 * 16 * 16 * 64);
 }
+#else
+// The probe loops are x86-64 code: other builds report every probe as not measurable, with
+// the reason, and never run one.
+TEST(BenchInt8Peak, ProbesAreX86Only) {
+  for (Int8Isa isa : {Int8Isa::Avx512Vnni, Int8Isa::Avx2, Int8Isa::Amx}) {
+    std::string why;
+    EXPECT_FALSE(int8_isa_supported(isa, &why)) << int8_isa_name(isa);
+    EXPECT_EQ(why, "x86-64 probe, not built for this architecture");
+  }
+}
+#endif
 
 TEST(BenchInt8Peak, MeasuresWhatTheCpuHas) {
   kernels::ThreadPool pool(2);

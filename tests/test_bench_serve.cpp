@@ -96,7 +96,7 @@ class BenchServe : public ::testing::Test {
     // Without a serve subcommand, CLI11 answers "serve --help" with the top-level help and
     // status 0: require serve's own --port option in the answer.
     int status = 0;
-    const std::string help = test::run_command(test::ubatch_binary() + " serve --help 2>&1", &status);
+    const std::string help = test::run_command(test::ubatch_command() + " serve --help 2>&1", &status);
     if (status != 0 || help.find("--port") == std::string::npos)
       GTEST_SKIP() << "`ubatch serve --help` failed (status " << status
                    << ", no --port option): the serve command is not available in this build";
@@ -151,7 +151,7 @@ TEST_F(BenchServe, LoadCommandWritesJsonAndSvg) {
   const std::string svg_path = ::testing::TempDir() + "/bench_serve_load.svg";
   int status = 0;
   const std::string out = test::run_command(
-      test::ubatch_binary() + " load -q --url " + url() +
+      test::ubatch_command() + " load -q --url " + url() +
           " --endpoint /v1/chat/completions --users 2 --requests 4 --prompt-tokens 4:8 --max-tokens 2:4 --json " +
           json_path + " --svg " + svg_path + " 2>&1",
       &status);

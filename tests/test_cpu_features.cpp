@@ -25,37 +25,60 @@ TEST(CpuFeatures, PrintsDetected) {
   const bool amx = amx_available(&why);
   std::printf("cpu features: avx2 %d, avx512 %d, avx512_vnni %d, avx_vnni %d, amx_int8 %d, os_amx %d\n", f.avx2,
               f.avx512, f.avx512_vnni, f.avx_vnni, f.amx_int8, f.os_amx);
+  std::printf("cpu features: neon %d, dotprod %d, i8mm %d\n", f.neon, f.dotprod, f.i8mm);
   std::printf("amx available: %s%s\n", amx ? "yes" : "no: ", why.c_str());
-  std::printf("simd level: %s (%s)\n", simd_level_name(simd_level()),
-              *simd_level_reason() ? simd_level_reason() : "highest level");
+  std::printf("simd level: %s (%s); this build's levels: %s\n", simd_level_name(simd_level()),
+              *simd_level_reason() ? simd_level_reason() : "highest level", simd_level_names());
   // Feature implications that hold on every CPU.
   EXPECT_TRUE(!f.avx512 || f.avx2);
   EXPECT_TRUE(!f.avx512_vnni || f.avx512);
   EXPECT_TRUE(!f.avx_vnni || f.avx2);
+  EXPECT_TRUE(!f.dotprod || f.neon);
+  EXPECT_TRUE(!f.i8mm || f.neon);
+  // One architecture's features at most.
+  EXPECT_FALSE(f.avx2 && f.neon);
 }
 
 TEST(CpuFeatures, ParseSimdCap) {
   bool ok = false;
+  EXPECT_EQ(parse_simd_cap("scalar", &ok), SimdLevel::Scalar);
+  EXPECT_TRUE(ok);
+  // Unset or empty: no cap, not an error.
+  EXPECT_EQ(parse_simd_cap(nullptr, &ok), top_simd_level());
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(parse_simd_cap("", &ok), top_simd_level());
+  EXPECT_TRUE(ok);
+  std::vector<const char*> bad = {"AVX2", "avx", "avx512vnni", "sse4", " avx2", "NEON", "dot", "sve"};
+#if defined(UBATCH_X86_KERNELS)
+  EXPECT_EQ(top_simd_level(), SimdLevel::Amx);
+  EXPECT_STREQ(simd_level_names(), "amx, avx512, avx2, scalar");
   EXPECT_EQ(parse_simd_cap("amx", &ok), SimdLevel::Amx);
   EXPECT_TRUE(ok);
   EXPECT_EQ(parse_simd_cap("avx512", &ok), SimdLevel::Avx512);
   EXPECT_TRUE(ok);
   EXPECT_EQ(parse_simd_cap("avx2", &ok), SimdLevel::Avx2);
   EXPECT_TRUE(ok);
-  EXPECT_EQ(parse_simd_cap("scalar", &ok), SimdLevel::Scalar);
-  EXPECT_TRUE(ok);
-  // Unset or empty: no cap, not an error.
-  EXPECT_EQ(parse_simd_cap(nullptr, &ok), SimdLevel::Amx);
-  EXPECT_TRUE(ok);
-  EXPECT_EQ(parse_simd_cap("", &ok), SimdLevel::Amx);
-  EXPECT_TRUE(ok);
-  // Anything else: no cap, reported.
-  for (const char* bad : {"AVX2", "avx", "avx512vnni", "sse4", " avx2"}) {
-    ok = true;
-    EXPECT_EQ(parse_simd_cap(bad, &ok), SimdLevel::Amx) << bad;
-    EXPECT_FALSE(ok) << bad;
-  }
   EXPECT_EQ(parse_simd_cap("avx2", nullptr), SimdLevel::Avx2);
+  bad.insert(bad.end(), {"neon", "dotprod"});  // another architecture's levels
+#elif defined(UBATCH_ARM_KERNELS)
+  EXPECT_EQ(top_simd_level(), SimdLevel::Dotprod);
+  EXPECT_STREQ(simd_level_names(), "dotprod, neon, scalar");
+  EXPECT_EQ(parse_simd_cap("dotprod", &ok), SimdLevel::Dotprod);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(parse_simd_cap("neon", &ok), SimdLevel::Neon);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(parse_simd_cap("neon", nullptr), SimdLevel::Neon);
+  bad.insert(bad.end(), {"avx2", "avx512", "amx"});
+#else
+  EXPECT_EQ(top_simd_level(), SimdLevel::Scalar);
+  bad.insert(bad.end(), {"avx2", "neon"});
+#endif
+  // Anything else: no cap, reported.
+  for (const char* b : bad) {
+    ok = true;
+    EXPECT_EQ(parse_simd_cap(b, &ok), top_simd_level()) << b;
+    EXPECT_FALSE(ok) << b;
+  }
 }
 
 TEST(CpuFeatures, LevelNames) {
@@ -63,7 +86,13 @@ TEST(CpuFeatures, LevelNames) {
   EXPECT_STREQ(simd_level_name(SimdLevel::Avx2), "avx2");
   EXPECT_STREQ(simd_level_name(SimdLevel::Avx512), "avx512");
   EXPECT_STREQ(simd_level_name(SimdLevel::Amx), "amx");
+  EXPECT_STREQ(simd_level_name(SimdLevel::Neon), "neon");
+  EXPECT_STREQ(simd_level_name(SimdLevel::Dotprod), "dotprod");
+  // Each architecture's ladder, above Scalar.
+  EXPECT_GT(SimdLevel::Avx2, SimdLevel::Scalar);
   EXPECT_GT(SimdLevel::Amx, SimdLevel::Avx512);
+  EXPECT_GT(SimdLevel::Neon, SimdLevel::Scalar);
+  EXPECT_GT(SimdLevel::Dotprod, SimdLevel::Neon);
 }
 
 TEST(CpuFeatures, LevelFollowsTheCpu) {
@@ -71,8 +100,9 @@ TEST(CpuFeatures, LevelFollowsTheCpu) {
   std::string why;
   const SimdLevel cpu = cpu_simd_level(&why);
   EXPECT_LE(simd_level(), cpu);
-  EXPECT_EQ(why.empty(), cpu == SimdLevel::Amx) << why;
-  EXPECT_EQ(*simd_level_reason() == '\0', simd_level() == SimdLevel::Amx) << simd_level_reason();
+  EXPECT_EQ(why.empty(), cpu == top_simd_level()) << why;
+  EXPECT_EQ(*simd_level_reason() == '\0', simd_level() == top_simd_level()) << simd_level_reason();
+#if defined(UBATCH_X86_KERNELS)
   EXPECT_EQ(cpu >= SimdLevel::Avx2, f.avx2);
   EXPECT_EQ(cpu >= SimdLevel::Avx512, f.avx512);
   EXPECT_EQ(cpu == SimdLevel::Amx, f.avx512_vnni && amx_available());
@@ -82,6 +112,16 @@ TEST(CpuFeatures, LevelFollowsTheCpu) {
       EXPECT_EQ(why, "amx not used: CPU has no AMX-INT8");
     }
   }
+#elif defined(UBATCH_ARM_KERNELS)
+  EXPECT_EQ(cpu >= SimdLevel::Neon, f.neon);
+  EXPECT_EQ(cpu == SimdLevel::Dotprod, f.dotprod);
+  if (f.neon && !f.dotprod) {
+    EXPECT_EQ(why, "dotprod not used: CPU has no dot product (HWCAP_ASIMDDP)");
+  }
+#else
+  (void)f;
+  EXPECT_EQ(cpu, SimdLevel::Scalar);
+#endif
 }
 
 TEST(CpuAmx, TileConfigLayout) {
@@ -183,7 +223,7 @@ class CpuSimdCap : public ::testing::Test {
   // thread: stdout and stderr together.
   std::string run(const std::string& env) {
     int status = 0;
-    const std::string out = test::run_command(env + " " + test::ubatch_binary() +
+    const std::string out = test::run_command(env + " " + test::ubatch_command() +
                                                   " bench --peaks-only --bw-gbps 1 -t 1 --probe-runs 1 -o json 2>&1",
                                               &status);
     EXPECT_EQ(status, 0) << out;
@@ -197,17 +237,25 @@ TEST_F(CpuSimdCap, EnvironmentCapsTheLevel) {
   if (cpu_simd_level() > SimdLevel::Scalar) {
     EXPECT_NE(out.find("\"simd_reason\": \"capped by UBATCH_SIMD=scalar\""), std::string::npos) << out;
   }
-  out = run("UBATCH_SIMD=avx2");
-  const char* expect = cpu_simd_level() >= SimdLevel::Avx2 ? "\"simd\": \"avx2\"" : "\"simd\": \"scalar\"";
-  EXPECT_NE(out.find(expect), std::string::npos) << out;
-  // A cap above the CPU's level changes nothing.
-  out = run("UBATCH_SIMD=amx");
+  // The first level above Scalar of this build's ladder.
+#if defined(UBATCH_X86_KERNELS)
+  const SimdLevel first = SimdLevel::Avx2;
+#elif defined(UBATCH_ARM_KERNELS)
+  const SimdLevel first = SimdLevel::Neon;
+#else
+  const SimdLevel first = SimdLevel::Scalar;
+#endif
+  out = run(std::string("UBATCH_SIMD=") + simd_level_name(first));
+  const SimdLevel expect = cpu_simd_level() >= first ? first : SimdLevel::Scalar;
+  EXPECT_NE(out.find(std::string("\"simd\": \"") + simd_level_name(expect) + "\""), std::string::npos) << out;
+  // A cap at (or above) the CPU's level changes nothing.
+  out = run(std::string("UBATCH_SIMD=") + simd_level_name(top_simd_level()));
   EXPECT_NE(out.find(std::string("\"simd\": \"") + simd_level_name(cpu_simd_level()) + "\""), std::string::npos) << out;
 }
 
 TEST_F(CpuSimdCap, UnknownValueWarnsAndIsIgnored) {
   const std::string out = run("UBATCH_SIMD=avx9000");
-  EXPECT_NE(out.find("warning: UBATCH_SIMD=avx9000 is not one of amx, avx512, avx2, scalar; ignored"),
+  EXPECT_NE(out.find(std::string("warning: UBATCH_SIMD=avx9000 is not one of ") + simd_level_names() + "; ignored"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find(std::string("\"simd\": \"") + simd_level_name(cpu_simd_level()) + "\""), std::string::npos) << out;

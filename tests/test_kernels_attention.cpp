@@ -16,7 +16,9 @@
 #include "kernels/cpu_features.h"
 #include "kernels/quant.h"
 
-// The per-ISA entry points behind the dispatch (attention_avx2.cpp, attention_avx512.cpp).
+// The per-ISA entry points behind the dispatch (attention_avx2.cpp, attention_avx512.cpp,
+// attention_neon.cpp), built for their architecture only.
+#if defined(UBATCH_X86_KERNELS)
 namespace ubatch::kernels::avx2 {
 void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,
@@ -27,6 +29,13 @@ void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,
                float* scratch, int head_begin, int head_end);
 }  // namespace ubatch::kernels::avx512
+#elif defined(UBATCH_ARM_KERNELS)
+namespace ubatch::kernels::neon {
+void attention(const AttentionShape& shape, const float* q, const void* k_cache,
+               const void* v_cache, const int32_t* cells, int n_cells, float* out,
+               float* scratch, int head_begin, int head_end);
+}  // namespace ubatch::kernels::neon
+#endif
 
 namespace ubatch::kernels {
 namespace {
@@ -41,8 +50,12 @@ struct Impl {
 
 std::vector<Impl> all_impls() {
   std::vector<Impl> impls = {{"ref", &ref::attention}, {"dispatched", &kernels::attention}};
+#if defined(UBATCH_X86_KERNELS)
   if (cpu_features().avx2) impls.push_back({"avx2", &avx2::attention});
   if (cpu_features().avx512) impls.push_back({"avx512", &avx512::attention});
+#elif defined(UBATCH_ARM_KERNELS)
+  if (cpu_features().neon) impls.push_back({"neon", &neon::attention});
+#endif
   return impls;
 }
 

@@ -34,17 +34,26 @@ std::vector<int64_t> gemm_widths(TensorType t) {
   return {32, 96, 640, 2048};
 }
 
-// Why `level` cannot run on this CPU ("" when it can).
+// Why `level` cannot run in this build on this CPU ("" when it can).
 std::string missing(SimdLevel level) {
+  if (level == SimdLevel::Scalar) return "";
+#if defined(UBATCH_X86_KERNELS)
   std::string why;
   switch (level) {
-    case SimdLevel::Scalar: return "";
     case SimdLevel::Avx2: return cpu_features().avx2 ? "" : "this CPU has no AVX2";
     case SimdLevel::Avx512:
       return cpu_features().avx512 && cpu_features().avx512_vnni ? "" : "this CPU has no AVX-512 VNNI";
     case SimdLevel::Amx: return detail::amx_gemm_self_check(&why) ? "" : why;
+    default: break;
   }
-  return "unknown level";
+#elif defined(UBATCH_ARM_KERNELS)
+  switch (level) {
+    case SimdLevel::Neon: return cpu_features().neon ? "" : "this CPU has no NEON (HWCAP_ASIMD)";
+    case SimdLevel::Dotprod: return cpu_features().dotprod ? "" : "this CPU has no dot product (HWCAP_ASIMDDP)";
+    default: break;
+  }
+#endif
+  return std::string("this build (") + simd_level_names() + ") has no " + simd_level_name(level) + " kernels";
 }
 
 std::string name(TensorType t, int64_t n_in, int64_t n_out) {
@@ -96,9 +105,25 @@ TEST(PackedWeight, DequantizesLikeTheGgufBlocks) {
       }
 }
 
+// The SIMD unpacker of this build and CPU (AVX-512 or NEON); nullptr with why when none.
+using UnpackFn = void (*)(const PackedWeight&, int64_t, uint8_t*);
+UnpackFn simd_unpacker(std::string* why) {
+#if defined(UBATCH_X86_KERNELS)
+  if (cpu_features().avx512 && cpu_features().avx512_vnni) return &detail::unpack_panel_avx512;
+  *why = "this CPU has no AVX-512 VNNI";
+#elif defined(UBATCH_ARM_KERNELS)
+  if (cpu_features().neon) return &detail::unpack_panel_neon;
+  *why = "this CPU has no NEON";
+#else
+  *why = "this build has no SIMD unpacker";
+#endif
+  return nullptr;
+}
+
 TEST(PackedWeight, SimdUnpackerMatchesScalar) {
-  if (!(cpu_features().avx512 && cpu_features().avx512_vnni))
-    GTEST_SKIP() << "SKIPPED: this CPU has no AVX-512 VNNI";
+  std::string why;
+  const UnpackFn unpack = simd_unpacker(&why);
+  if (!unpack) GTEST_SKIP() << "SKIPPED: " << why;
   for (TensorType t : kQuantTypes) {
     const int64_t n_in = gemm_widths(t).back();
     const Weights w = random_weights(t, n_in, 20, 3);
@@ -108,7 +133,7 @@ TEST(PackedWeight, SimdUnpackerMatchesScalar) {
     for (int64_t p = 0; p < (*pw)->n_panels; ++p) {
       std::vector<uint8_t> a(n), b(n);
       detail::unpack_panel_scalar(**pw, p, a.data());
-      detail::unpack_panel_avx512(**pw, p, b.data());
+      unpack(**pw, p, b.data());
       ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n)) << tensor_type_name(t) << " panel " << p;
     }
   }
@@ -117,9 +142,16 @@ TEST(PackedWeight, SimdUnpackerMatchesScalar) {
 TEST(PackedGemm, SimdActivationPackingMatchesScalar) {
   using PackFn = void (*)(const PackedFormat&, const detail::ActLayout&, const float*, int64_t, int64_t, uint8_t*);
   std::vector<std::pair<const char*, PackFn>> simd;
+#if defined(UBATCH_X86_KERNELS)
   if (cpu_features().avx2) simd.emplace_back("avx2", &detail::pack_acts_avx2);
   if (cpu_features().avx512 && cpu_features().avx512_vnni) simd.emplace_back("avx512", &detail::pack_acts_avx512);
   if (simd.empty()) GTEST_SKIP() << "SKIPPED: this CPU has neither AVX2 nor AVX-512 VNNI";
+#elif defined(UBATCH_ARM_KERNELS)
+  if (cpu_features().neon) simd.emplace_back("neon", &detail::pack_acts_neon);
+  if (simd.empty()) GTEST_SKIP() << "SKIPPED: this CPU has no NEON";
+#else
+  GTEST_SKIP() << "SKIPPED: this build has no SIMD activation packing";
+#endif
   for (const auto& [level, fn] : simd) {
     for (TensorType t : kQuantTypes) {
       for (int64_t n_in : gemm_widths(t)) {
@@ -195,6 +227,16 @@ TEST(PackedGemm, Avx512BitIdenticalToReference) {
 TEST(PackedGemm, AmxBitIdenticalToReference) {
   if (const std::string why = missing(SimdLevel::Amx); !why.empty()) GTEST_SKIP() << "SKIPPED: " << why;
   check_level(SimdLevel::Amx);
+}
+
+TEST(PackedGemm, NeonBitIdenticalToReference) {
+  if (const std::string why = missing(SimdLevel::Neon); !why.empty()) GTEST_SKIP() << "SKIPPED: " << why;
+  check_level(SimdLevel::Neon);
+}
+
+TEST(PackedGemm, DotprodBitIdenticalToReference) {
+  if (const std::string why = missing(SimdLevel::Dotprod); !why.empty()) GTEST_SKIP() << "SKIPPED: " << why;
+  check_level(SimdLevel::Dotprod);
 }
 
 }  // namespace

@@ -78,6 +78,8 @@ std::vector<SimdLevel> available_levels() {
   std::vector<SimdLevel> levels = {SimdLevel::Scalar};
   if (cpu_features().avx2) levels.push_back(SimdLevel::Avx2);
   if (cpu_features().avx512 && cpu_features().avx512_vnni) levels.push_back(SimdLevel::Avx512);
+  if (cpu_features().neon) levels.push_back(SimdLevel::Neon);
+  if (cpu_features().dotprod) levels.push_back(SimdLevel::Dotprod);
   return levels;
 }
 

@@ -1,5 +1,5 @@
 // Element-wise and per-row ops: the scalar references against double-precision formulas, and
-// every SIMD path this CPU has (AVX2, AVX-512, and the dispatched one) against the references
+// every SIMD path this build and CPU have (AVX2, AVX-512 or NEON, and the dispatched one) against the references
 // bit for bit (one arithmetic on every level: ops_inl.h over the vocabularies of simd16.h).
 #include <gtest/gtest.h>
 
@@ -19,8 +19,9 @@
 #include "kernels/ops_inl.h"
 #include "kernels/simd16_scalar.h"
 
-// The per-ISA entry points behind the dispatch (ops_avx2.cpp, ops_avx512.cpp), so that every
-// path is tested whatever UBATCH_SIMD says.
+// The per-ISA entry points behind the dispatch (ops_avx2.cpp, ops_avx512.cpp, ops_neon.cpp),
+// so that every path is tested whatever UBATCH_SIMD says.
+#if defined(UBATCH_X86_KERNELS)
 namespace ubatch::kernels::avx2 {
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
@@ -33,6 +34,14 @@ void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
 }  // namespace ubatch::kernels::avx512
+#elif defined(UBATCH_ARM_KERNELS)
+namespace ubatch::kernels::neon {
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+void softmax(float* x, int64_t n);
+void gelu_tanh(const float* x, float* y, int64_t n);
+void silu(const float* x, float* y, int64_t n);
+}  // namespace ubatch::kernels::neon
+#endif
 
 namespace ubatch::kernels {
 namespace {
@@ -50,11 +59,16 @@ std::vector<Impl> simd_impls() {
   std::vector<Impl> impls;
   impls.push_back({"dispatched", &kernels::rms_norm, &kernels::softmax, &kernels::gelu_tanh,
                    &kernels::silu});
+#if defined(UBATCH_X86_KERNELS)
   if (cpu_features().avx2)
     impls.push_back({"avx2", &avx2::rms_norm, &avx2::softmax, &avx2::gelu_tanh, &avx2::silu});
   if (cpu_features().avx512)
     impls.push_back(
         {"avx512", &avx512::rms_norm, &avx512::softmax, &avx512::gelu_tanh, &avx512::silu});
+#elif defined(UBATCH_ARM_KERNELS)
+  if (cpu_features().neon)
+    impls.push_back({"neon", &neon::rms_norm, &neon::softmax, &neon::gelu_tanh, &neon::silu});
+#endif
   return impls;
 }
 
@@ -113,8 +127,8 @@ std::vector<float> special_values() {
 
 TEST(KernelsOps, HasSimd) {
   // Not an assertion on the hardware: records which paths these tests exercised.
-  std::printf("simd level: %s (avx2 %d, avx512 %d)\n", simd_level_name(simd_level()),
-              cpu_features().avx2, cpu_features().avx512);
+  std::printf("simd level: %s (avx2 %d, avx512 %d, neon %d)\n", simd_level_name(simd_level()),
+              cpu_features().avx2, cpu_features().avx512, cpu_features().neon);
 }
 
 TEST(KernelsOps, RmsNormRefMatchesDoubleFormula) {

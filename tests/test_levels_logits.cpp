@@ -1,5 +1,6 @@
 // End to end: the real `ubatch logits` binary gives the same bytes under every instruction
-// set (UBATCH_SIMD=scalar, avx2, avx512, amx) for every tiny reference model, with the KV
+// set (UBATCH_SIMD=scalar, avx2, avx512, amx on x86-64; scalar, neon, dotprod on aarch64) for
+// every tiny reference model, with the KV
 // cache in f16 and in q8_0. Levels this CPU lacks are skipped with a printed line; the whole
 // test skips, visibly, without ../shared/reference.
 #include <gtest/gtest.h>
@@ -27,10 +28,11 @@ const char* const kModels[] = {
     "tiny-llama-q5_0",   "tiny-llama-q5_1",   "tiny-llama-q5_k_m",  "tiny-llama-q6_k",
     "tiny-llama-q8_0"};
 
-// The levels this CPU runs (scalar always); prints one line per level it skips.
+// The levels this build and CPU run (scalar always); prints one line per level it skips.
 std::vector<std::string> levels_here() {
   std::vector<std::string> levels = {"scalar"};
   const kernels::CpuFeatures& f = kernels::cpu_features();
+#if defined(UBATCH_X86_KERNELS)
   if (f.avx2) levels.push_back("avx2");
   else std::printf("skipped level avx2: CPU has no AVX2/FMA/F16C\n");
   if (f.avx512) levels.push_back("avx512");
@@ -40,6 +42,15 @@ std::vector<std::string> levels_here() {
   if (kernels::cpu_simd_level(&why) == kernels::SimdLevel::Amx && kernels::amx_matmul_usable(&why))
     levels.push_back("amx");
   else std::printf("skipped level amx: %s\n", why.c_str());
+#elif defined(UBATCH_ARM_KERNELS)
+  if (f.neon) levels.push_back("neon");
+  else std::printf("skipped level neon: CPU has no NEON (HWCAP_ASIMD)\n");
+  if (f.dotprod) levels.push_back("dotprod");
+  else std::printf("skipped level dotprod: CPU has no dot product (HWCAP_ASIMDDP)\n");
+#else
+  (void)f;
+  std::printf("skipped the SIMD levels: this build has none (%s)\n", kernels::simd_level_names());
+#endif
   return levels;
 }
 
@@ -65,7 +76,7 @@ TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
     std::vector<uint8_t> first;
     for (const std::string& level : levels) {
       int status = -1;
-      const std::string cmd = "UBATCH_SIMD=" + level + " " + test::ubatch_binary() +
+      const std::string cmd = "UBATCH_SIMD=" + level + " " + test::ubatch_command() +
                               " logits -m " + model + " -c 128 -t 1 --kv-type " + kv +
                               " --tokens " + tokens + " -o " + out + " 2>&1";
       const std::string log = test::run_command(cmd, &status);

@@ -14,7 +14,7 @@ namespace ubatch {
 namespace {
 
 std::string run(const std::string& args, int* status = nullptr) {
-  return test::run_command(test::ubatch_binary() + " " + args + " 2>/dev/null", status);
+  return test::run_command(test::ubatch_command() + " " + args + " 2>/dev/null", status);
 }
 
 TEST(RealModel, GreedyRunGivesASensibleContinuation) {

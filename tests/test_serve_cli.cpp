@@ -39,7 +39,7 @@ class ServeCli : public ::testing::Test {
   // Runs serve on an ephemeral loopback port for at most `seconds` (then SIGINT); returns its
   // output (stdout and stderr) and exit status.
   std::string serve(const std::string& flags, int seconds, int* status) {
-    return test::run_command("timeout -s INT " + std::to_string(seconds) + " " + test::ubatch_binary() +
+    return test::run_command("timeout -s INT " + std::to_string(seconds) + " " + test::ubatch_command() +
                                  " serve --host 127.0.0.1 --port 0 -m '" + model_ + "' " + flags + " 2>&1",
                              status);
   }

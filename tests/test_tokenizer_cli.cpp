@@ -39,7 +39,7 @@ class TokenizeCli : public ::testing::Test {
   std::string run(const std::string& model, const std::string& text, const std::string& flags,
                   int* status) {
     std::ofstream(input_, std::ios::binary) << text;
-    return test::run_command(test::ubatch_binary() + " tokenize -m '" + model + "' " + flags +
+    return test::run_command(test::ubatch_command() + " tokenize -m '" + model + "' " + flags +
                                  " < '" + input_ + "'",
                              status);
   }

@@ -22,11 +22,15 @@ struct Probe {
 };
 
 Probe probe_for(Int8Isa isa) {
+#if defined(UBATCH_X86_KERNELS)
   switch (isa) {
     case Int8Isa::Avx512Vnni: return {&avx512::vnni_loop, avx512::kVnniMacsPerIter, 4096};
     case Int8Isa::Avx2: return {&avx2::maddubs_loop, avx2::kMaddubsMacsPerIter, 4096};
     case Int8Isa::Amx: return {&amx::tdpbusd_loop, amx::kTdpbusdMacsPerIter, 1024};
   }
+#else
+  (void)isa;  // the probe loops are built for x86-64 only (int8_isa_supported says so)
+#endif
   return {nullptr, 0, 0};
 }
 
@@ -53,8 +57,9 @@ const char* int8_isa_name(Int8Isa isa) {
 }
 
 bool int8_isa_supported(Int8Isa isa, std::string* why) {
-  const kernels::CpuFeatures& f = kernels::cpu_features();
   std::string reason;
+#if defined(UBATCH_X86_KERNELS)
+  const kernels::CpuFeatures& f = kernels::cpu_features();
   switch (isa) {
     case Int8Isa::Avx512Vnni:
       if (!f.avx512_vnni) reason = "CPU has no AVX-512 VNNI";
@@ -69,6 +74,10 @@ bool int8_isa_supported(Int8Isa isa, std::string* why) {
       kernels::amx_matmul_usable(&reason);
       break;
   }
+#else
+  (void)isa;
+  reason = "x86-64 probe, not built for this architecture";
+#endif
   if (why) *why = reason;
   return reason.empty();
 }

@@ -1,8 +1,8 @@
 // Attention of one query over listed KV cells: the scalar reference and run-time dispatch.
 //
 // The algorithm is written once (attention_inl.h) over the 16-lane vocabulary of simd16.h:
-// the reference is its scalar instantiation, attention_avx2.cpp and attention_avx512.cpp
-// instantiate the same body, so every level gives the same bits. On every path a head's
+// the reference is its scalar instantiation, attention_avx2.cpp, attention_avx512.cpp and
+// attention_neon.cpp instantiate the same body, so every level gives the same bits. On every path a head's
 // output depends only on its query, the listed cells and their contents — not on the head
 // range, the other heads or the rest of the batch.
 #include "kernels/attention.h"
@@ -14,8 +14,9 @@
 
 namespace ubatch::kernels {
 
-// Per-ISA entry points (attention_avx2.cpp, attention_avx512.cpp); called only when the CPU
-// has the ISA, with a shape already checked by check_shape below.
+// Per-ISA entry points (attention_avx2.cpp, attention_avx512.cpp, attention_neon.cpp), built
+// for their architecture only; called only when the CPU has the ISA, with a shape already
+// checked by check_shape below.
 namespace avx2 {
 void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,
@@ -26,6 +27,11 @@ void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,
                float* scratch, int head_begin, int head_end);
 }  // namespace avx512
+namespace neon {
+void attention(const AttentionShape& shape, const float* q, const void* k_cache,
+               const void* v_cache, const int32_t* cells, int n_cells, float* out,
+               float* scratch, int head_begin, int head_end);
+}  // namespace neon
 
 namespace {
 
@@ -63,6 +69,7 @@ void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,
                float* scratch, int head_begin, int head_end) {
   switch (simd_level()) {
+#if defined(UBATCH_X86_KERNELS)
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512:
       check_shape(shape, n_cells, head_begin, head_end);
@@ -72,7 +79,14 @@ void attention(const AttentionShape& shape, const float* q, const void* k_cache,
       check_shape(shape, n_cells, head_begin, head_end);
       return avx2::attention(shape, q, k_cache, v_cache, cells, n_cells, out, scratch,
                              head_begin, head_end);
-    case SimdLevel::Scalar: break;
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod:  // no dot products here: the NEON one
+    case SimdLevel::Neon:
+      check_shape(shape, n_cells, head_begin, head_end);
+      return neon::attention(shape, q, k_cache, v_cache, cells, n_cells, out, scratch,
+                             head_begin, head_end);
+#endif
+    default: break;
   }
   ref::attention(shape, q, k_cache, v_cache, cells, n_cells, out, scratch, head_begin, head_end);
 }

@@ -10,6 +10,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 namespace ubatch::kernels {
 
@@ -26,6 +29,7 @@ uint64_t read_xcr0() {
 }
 #endif
 
+#if defined(UBATCH_X86_KERNELS)
 // The levels below Amx, from the CPU alone; *why: why the next one up is missing.
 SimdLevel vector_level(const CpuFeatures& f, std::string* why) {
   if (!f.avx2) return *why = "avx2 not used: CPU has no AVX2+FMA+F16C", SimdLevel::Scalar;
@@ -53,6 +57,27 @@ SimdLevel detect_level(bool check_amx, std::string* why) {
   if (why) *why = reason;
   return level;
 }
+#elif defined(UBATCH_ARM_KERNELS)
+SimdLevel detect_level(bool /*check_amx*/, std::string* why) {
+  const CpuFeatures& f = cpu_features();
+  std::string reason;
+  SimdLevel level = SimdLevel::Dotprod;
+  if (!f.neon) {
+    level = SimdLevel::Scalar;
+    reason = "neon not used: CPU has no Advanced SIMD (HWCAP_ASIMD)";
+  } else if (!f.dotprod) {
+    level = SimdLevel::Neon;
+    reason = "dotprod not used: CPU has no dot product (HWCAP_ASIMDDP)";
+  }
+  if (why) *why = reason;
+  return level;
+}
+#else
+SimdLevel detect_level(bool /*check_amx*/, std::string* why) {
+  if (why) why->clear();  // Scalar is this build's top level
+  return SimdLevel::Scalar;
+}
+#endif
 
 struct LevelChoice {
   SimdLevel level = SimdLevel::Scalar;
@@ -66,9 +91,9 @@ const LevelChoice& level_choice() {
     bool ok = true;
     const SimdLevel cap = parse_simd_cap(env, &ok);
     if (!ok)
-      std::fprintf(stderr, "ubatch: warning: UBATCH_SIMD=%s is not one of amx, avx512, avx2, scalar; ignored\n", env);
-    c.level = detect_level(cap == SimdLevel::Amx, &c.reason);
-    if (cap < c.level || (c.level != SimdLevel::Amx && c.reason.empty())) {
+      std::fprintf(stderr, "ubatch: warning: UBATCH_SIMD=%s is not one of %s; ignored\n", env, simd_level_names());
+    c.level = detect_level(cap == top_simd_level(), &c.reason);
+    if (cap < c.level || (c.level != top_simd_level() && c.reason.empty())) {
       c.level = cap;
       c.reason = std::string("capped by UBATCH_SIMD=") + env;
     }
@@ -97,20 +122,52 @@ const CpuFeatures& cpu_features() {
     }
     const uint64_t xcr0 = read_xcr0();
     f.os_amx = (xcr0 & (uint64_t{1} << 17)) && (xcr0 & (uint64_t{1} << 18));
+#elif defined(__aarch64__) && defined(__linux__)
+    // Bit numbers of the Linux arm64 ABI (arch/arm64/include/uapi/asm/hwcap.h).
+    const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+    f.neon = (hwcap & (1ul << 1)) != 0;                // HWCAP_ASIMD
+    f.dotprod = f.neon && (hwcap & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
+    f.i8mm = f.neon && (hwcap2 & (1ul << 13)) != 0;    // HWCAP2_I8MM
 #endif
     return f;
   }();
   return features;
 }
 
+SimdLevel top_simd_level() {
+#if defined(UBATCH_X86_KERNELS)
+  return SimdLevel::Amx;
+#elif defined(UBATCH_ARM_KERNELS)
+  return SimdLevel::Dotprod;
+#else
+  return SimdLevel::Scalar;
+#endif
+}
+
+const char* simd_level_names() {
+#if defined(UBATCH_X86_KERNELS)
+  return "amx, avx512, avx2, scalar";
+#elif defined(UBATCH_ARM_KERNELS)
+  return "dotprod, neon, scalar";
+#else
+  return "scalar";
+#endif
+}
+
 SimdLevel parse_simd_cap(const char* text, bool* ok) {
   if (ok) *ok = true;
-  if (!text || !*text || std::strcmp(text, "amx") == 0) return SimdLevel::Amx;
+  if (!text || !*text) return top_simd_level();
+  if (std::strcmp(text, "scalar") == 0) return SimdLevel::Scalar;
+#if defined(UBATCH_X86_KERNELS)
+  if (std::strcmp(text, "amx") == 0) return SimdLevel::Amx;
   if (std::strcmp(text, "avx512") == 0) return SimdLevel::Avx512;
   if (std::strcmp(text, "avx2") == 0) return SimdLevel::Avx2;
-  if (std::strcmp(text, "scalar") == 0) return SimdLevel::Scalar;
+#elif defined(UBATCH_ARM_KERNELS)
+  if (std::strcmp(text, "dotprod") == 0) return SimdLevel::Dotprod;
+  if (std::strcmp(text, "neon") == 0) return SimdLevel::Neon;
+#endif
   if (ok) *ok = false;
-  return SimdLevel::Amx;
+  return top_simd_level();
 }
 
 SimdLevel cpu_simd_level(std::string* why) { return detect_level(true, why); }
@@ -125,6 +182,8 @@ const char* simd_level_name(SimdLevel level) {
     case SimdLevel::Avx2: return "avx2";
     case SimdLevel::Avx512: return "avx512";
     case SimdLevel::Amx: return "amx";
+    case SimdLevel::Neon: return "neon";
+    case SimdLevel::Dotprod: return "dotprod";
   }
   return "?";
 }

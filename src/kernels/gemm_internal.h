@@ -13,7 +13,8 @@
 //
 // with init = −offset · Σ_{i ∈ s} xq[t][i], dx the scale of the activation block holding s,
 // xs = dx · float(Σ_{i ∈ s} xq[t][i]). Integer sums are exact, so any instruction may form
-// ia (vpdpbusd, pmaddubsw + pmaddwd, tdpbsud, a scalar loop); from float(ia) on, every path
+// ia (vpdpbusd, pmaddubsw + pmaddwd, tdpbsud, NEON smull + sadalp or sdot, a scalar loop);
+// from float(ia) on, every path
 // performs these operations in this order, so y is bit-identical across levels, tilings,
 // thread counts and batch compositions. matmul_reference() computes the same from the GGUF
 // blocks directly, which makes it the oracle for the packed layout too.
@@ -47,11 +48,19 @@ ActLayout act_layout(const PackedFormat& f, int64_t n_in);
 // The same code for every level (activations are bit-identical inputs to every path).
 void pack_acts(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0, int64_t t1,
                uint8_t* x_packed);
+using PackActsFn = void (*)(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0,
+                            int64_t t1, uint8_t* x_packed);
 
-// pack_acts on AVX-512 and AVX2 (same bytes; tests compare).
+// Per-level entry points exist only in builds for their architecture (CMakeLists.txt):
+// x86-64 (UBATCH_X86_KERNELS) the AVX2, AVX-512 and AMX ones, aarch64 (UBATCH_ARM_KERNELS)
+// the NEON and dot-product ones.
+
+// pack_acts on AVX-512, AVX2 and NEON (same bytes; tests compare).
 void pack_acts_avx512(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0,
                       int64_t t1, uint8_t* x_packed);
 void pack_acts_avx2(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0,
+                    int64_t t1, uint8_t* x_packed);
+void pack_acts_neon(const PackedFormat& f, const ActLayout& a, const float* x, int64_t t0,
                     int64_t t1, uint8_t* x_packed);
 
 // One level's GEMM over panels [p0, p1) for all n_tokens packed activation rows:
@@ -75,6 +84,15 @@ void gemm_panels_avx512(const PackedWeight& w, const ActLayout& a, const uint8_t
                         int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
                         uint8_t* scratch);
 
+// aarch64: baseline ARMv8.0 NEON (smull + sadalp; gemm_neon.cpp) and the dot-product
+// extension (sdot; gemm_dotprod.cpp, only when the CPU reports HWCAP_ASIMDDP).
+void gemm_panels_neon(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                      int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                      uint8_t* scratch);
+void gemm_panels_dotprod(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
+                         int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
+                         uint8_t* scratch);
+
 // AMX (kernels/amx.h): blocks of 16 tokens on int8 tiles, the remaining tokens on AVX-512.
 // Callers check amx_available() first.
 void gemm_panels_amx(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
@@ -86,7 +104,8 @@ void gemm_panels_amx(const PackedWeight& w, const ActLayout& a, const uint8_t* x
 // process; the child isolates a SIGILL). On false, why gets the reason.
 bool amx_gemm_self_check(std::string* why = nullptr);
 
-// The AVX-512 unpacker (tests compare it with unpack_panel_scalar byte for byte).
+// The AVX-512 and NEON unpackers (tests compare them with unpack_panel_scalar byte for byte).
 void unpack_panel_avx512(const PackedWeight& w, int64_t p, uint8_t* out);
+void unpack_panel_neon(const PackedWeight& w, int64_t p, uint8_t* out);
 
 }  // namespace ubatch::kernels::detail

@@ -153,12 +153,18 @@ void matmul_packed_multi(SimdLevel level, const PackedWeight* const* ws, float* 
                          const float* x, int64_t n_tokens, ThreadPool& pool) {
   UBATCH_CHECK(n >= 1 && n <= kMaxMulti);
   GemmPanelsFn gemm = &gemm_panels_scalar;
-  if (level == SimdLevel::Amx) gemm = &gemm_panels_amx;
-  else if (level == SimdLevel::Avx512) gemm = &gemm_panels_avx512;
-  else if (level == SimdLevel::Avx2) gemm = &gemm_panels_avx2;
-  auto* pack = level >= SimdLevel::Avx512 ? &pack_acts_avx512
-               : level == SimdLevel::Avx2   ? &pack_acts_avx2
-                                            : &pack_acts;
+  PackActsFn pack = &pack_acts;
+  switch (level) {
+#if defined(UBATCH_X86_KERNELS)
+    case SimdLevel::Amx: gemm = &gemm_panels_amx; pack = &pack_acts_avx512; break;
+    case SimdLevel::Avx512: gemm = &gemm_panels_avx512; pack = &pack_acts_avx512; break;
+    case SimdLevel::Avx2: gemm = &gemm_panels_avx2; pack = &pack_acts_avx2; break;
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod: gemm = &gemm_panels_dotprod; pack = &pack_acts_neon; break;
+    case SimdLevel::Neon: gemm = &gemm_panels_neon; pack = &pack_acts_neon; break;
+#endif
+    default: break;  // Scalar (a level this build has no kernels for never gets here)
+  }
   // Activations quantized once per distinct type (the layout depends on nothing else; every
   // weight of one call has the same n_in).
   ActLayout acts[kMaxMulti];
@@ -222,6 +228,7 @@ struct LevelChoice {
 const LevelChoice& level_choice() {
   static const LevelChoice choice = [] {
     LevelChoice c{simd_level(), ""};
+#if defined(UBATCH_X86_KERNELS)
     if (c.level == SimdLevel::Avx512 && !cpu_features().avx512_vnni) {
       c.level = SimdLevel::Avx2;
       c.why = "AVX-512 without VNNI";
@@ -230,9 +237,25 @@ const LevelChoice& level_choice() {
       std::fprintf(stderr, "ubatch: AMX matmul disabled, using AVX-512: %s\n", c.why.c_str());
       c.level = SimdLevel::Avx512;
     }
+#endif
     return c;
   }();
   return choice;
+}
+
+// The float-weight kernels of a level; nullptr for the scalar reference.
+const Backend* float_backend(SimdLevel level) {
+  switch (level) {
+#if defined(UBATCH_X86_KERNELS)
+    case SimdLevel::Amx:
+    case SimdLevel::Avx512: return &backend_avx512();
+    case SimdLevel::Avx2: return &backend_avx2();
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod:
+    case SimdLevel::Neon: return &backend_neon();
+#endif
+    default: return nullptr;
+  }
 }
 }  // namespace
 
@@ -252,7 +275,8 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
     UBATCH_CHECK_MSG(pw.is_ok(), "matmul: cannot pack the weight");
     return matmul_packed(level, **pw, x, n_tokens, y, pool);
   }
-  if (level == SimdLevel::Scalar) {
+  const Backend* be = float_backend(level);
+  if (!be) {
     pool.run([&](int ith, int nth) {
       int64_t r0, r1;
       ThreadPool::split(w.n_out, ith, nth, r0, r1);
@@ -260,13 +284,12 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
     });
     return;
   }
-  const Backend& be = level >= SimdLevel::Avx512 ? backend_avx512() : backend_avx2();
   pool.run([&](int ith, int nth) {
     int64_t r0, r1;
     split_rows(w.n_out, ith, nth, r0, r1);
     if (r0 == r1) return;
     uint8_t* scratch = t_row_scratch.get(static_cast<size_t>(float_scratch_bytes(w.n_in, n_tokens)));
-    be.rows_float(w, x, n_tokens, y, r0, r1, scratch);
+    be->rows_float(w, x, n_tokens, y, r0, r1, scratch);
   });
 }
 
@@ -274,7 +297,14 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
 
 bool can_matmul(TensorType t) { return can_dequantize(t); }
 
-bool amx_matmul_usable(std::string* why) { return detail::amx_gemm_self_check(why); }
+bool amx_matmul_usable(std::string* why) {
+#if defined(UBATCH_X86_KERNELS)
+  return detail::amx_gemm_self_check(why);
+#else
+  if (why) *why = "AMX needs x86-64";
+  return false;
+#endif
+}
 
 SimdLevel matmul_simd_level(std::string* why) {
   if (why) *why = detail::level_choice().why;

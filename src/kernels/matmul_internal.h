@@ -36,7 +36,7 @@ bool quant_info(TensorType t, bool q8_unsigned, QuantInfo& info);
 // token); threads get whole multiples of it.
 constexpr int kOutRows = 16;
 
-// One SIMD level's float-weight implementation (AVX2 or AVX-512).
+// One SIMD level's float-weight implementation (AVX2, AVX-512 or NEON).
 struct Backend {
   // F32/F16/BF16 weights: y rows [r0, r1) for all tokens from f32 x.
   // scratch: float_scratch_bytes(n_in, n_tokens).
@@ -49,6 +49,7 @@ static inline int64_t float_scratch_bytes(int64_t n_in, int64_t n_tokens) {
 
 const Backend& backend_avx2();
 const Backend& backend_avx512();  // needs AVX-512 F/BW/VL/DQ and VNNI
+const Backend& backend_neon();    // aarch64 builds: NEON (the Neon and Dotprod levels)
 
 // matmul on a given level. A quantized weight without a packed copy is packed for the call
 // (slow; the model packs once at load). Levels above what the CPU offers must not be asked

@@ -12,7 +12,11 @@
 #include <cstdint>
 #include <cstring>
 
-#include <immintrin.h>  // SSE2 everywhere; F16C where the translation unit enables it
+#if defined(__SSE2__)
+#include <immintrin.h>  // SSE2 everywhere on x86-64; F16C where the translation unit enables it
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>   // NEON everywhere on aarch64
+#endif
 
 #include "common/tensor_type.h"
 #include "kernels/quant.h"
@@ -27,37 +31,107 @@ inline float unpack_half(uint16_t h) { return _cvtsh_ss(h); }
 inline float unpack_half(uint16_t h) { return fp16_to_fp32(h); }
 #endif
 
-// Block unpackers (SSE2, the x86-64 baseline, so every translation unit can use them).
-inline __m128i sse_load(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline void sse_store(void* p, __m128i v) { _mm_storeu_si128(static_cast<__m128i*>(p), v); }
+// 16-byte vectors for the block unpackers, on each architecture's baseline (SSE2, NEON) so
+// every translation unit can use them, or plain bytes elsewhere. Byte-wise operations only.
+#if defined(__SSE2__)
+using Bytes16 = __m128i;
+inline Bytes16 b16_load(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline void b16_store(void* p, Bytes16 v) { _mm_storeu_si128(static_cast<__m128i*>(p), v); }
+inline Bytes16 b16_splat(uint8_t x) { return _mm_set1_epi8(static_cast<char>(x)); }
+inline Bytes16 b16_and(Bytes16 a, Bytes16 b) { return _mm_and_si128(a, b); }
+inline Bytes16 b16_or(Bytes16 a, Bytes16 b) { return _mm_or_si128(a, b); }
+inline Bytes16 b16_xor(Bytes16 a, Bytes16 b) { return _mm_xor_si128(a, b); }
+// Byte-wise a == b: 0xFF or 0.
+inline Bytes16 b16_eq(Bytes16 a, Bytes16 b) { return _mm_cmpeq_epi8(a, b); }
+// (v >> n) & mask per byte (n < 8).
+inline Bytes16 shr_bytes(Bytes16 v, int n, int mask) {
+  return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(n)), _mm_set1_epi8(static_cast<char>(mask)));
+}
+// v << n per byte, for bytes whose shifted bits stay in the byte.
+inline Bytes16 shl_small_bytes(Bytes16 v, int n) { return _mm_sll_epi16(v, _mm_cvtsi32_si128(n)); }
+inline Bytes16 b16_from_u64(uint64_t lo, uint64_t hi) {
+  return _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
+}
+#elif defined(__ARM_NEON)
+using Bytes16 = uint8x16_t;
+inline Bytes16 b16_load(const void* p) { return vld1q_u8(static_cast<const uint8_t*>(p)); }
+inline void b16_store(void* p, Bytes16 v) { vst1q_u8(static_cast<uint8_t*>(p), v); }
+inline Bytes16 b16_splat(uint8_t x) { return vdupq_n_u8(x); }
+inline Bytes16 b16_and(Bytes16 a, Bytes16 b) { return vandq_u8(a, b); }
+inline Bytes16 b16_or(Bytes16 a, Bytes16 b) { return vorrq_u8(a, b); }
+inline Bytes16 b16_xor(Bytes16 a, Bytes16 b) { return veorq_u8(a, b); }
+inline Bytes16 b16_eq(Bytes16 a, Bytes16 b) { return vceqq_u8(a, b); }
+inline Bytes16 shr_bytes(Bytes16 v, int n, int mask) {
+  return vandq_u8(vshlq_u8(v, vdupq_n_s8(static_cast<int8_t>(-n))), vdupq_n_u8(static_cast<uint8_t>(mask)));
+}
+inline Bytes16 shl_small_bytes(Bytes16 v, int n) { return vshlq_u8(v, vdupq_n_s8(static_cast<int8_t>(n))); }
+inline Bytes16 b16_from_u64(uint64_t lo, uint64_t hi) {
+  return vreinterpretq_u8_u64(vcombine_u64(vcreate_u64(lo), vcreate_u64(hi)));
+}
+#else
+struct Bytes16 {
+  uint8_t b[16];
+};
+inline Bytes16 b16_load(const void* p) {
+  Bytes16 r;
+  std::memcpy(r.b, p, 16);
+  return r;
+}
+inline void b16_store(void* p, Bytes16 v) { std::memcpy(p, v.b, 16); }
+template <class Op>
+inline Bytes16 b16_map(Bytes16 a, Bytes16 b, Op op) {
+  Bytes16 r;
+  for (int i = 0; i < 16; ++i) r.b[i] = static_cast<uint8_t>(op(a.b[i], b.b[i]));
+  return r;
+}
+inline Bytes16 b16_splat(uint8_t x) {
+  Bytes16 r;
+  std::memset(r.b, x, 16);
+  return r;
+}
+inline Bytes16 b16_and(Bytes16 a, Bytes16 b) { return b16_map(a, b, [](int x, int y) { return x & y; }); }
+inline Bytes16 b16_or(Bytes16 a, Bytes16 b) { return b16_map(a, b, [](int x, int y) { return x | y; }); }
+inline Bytes16 b16_xor(Bytes16 a, Bytes16 b) { return b16_map(a, b, [](int x, int y) { return x ^ y; }); }
+inline Bytes16 b16_eq(Bytes16 a, Bytes16 b) { return b16_map(a, b, [](int x, int y) { return x == y ? 0xFF : 0; }); }
+inline Bytes16 shr_bytes(Bytes16 v, int n, int mask) {
+  for (auto& x : v.b) x = static_cast<uint8_t>((x >> n) & mask);
+  return v;
+}
+inline Bytes16 shl_small_bytes(Bytes16 v, int n) {
+  for (auto& x : v.b) x = static_cast<uint8_t>(x << n);
+  return v;
+}
+inline Bytes16 b16_from_u64(uint64_t lo, uint64_t hi) {
+  Bytes16 r;
+  for (int i = 0; i < 8; ++i) {
+    r.b[i] = static_cast<uint8_t>(lo >> (8 * i));
+    r.b[8 + i] = static_cast<uint8_t>(hi >> (8 * i));
+  }
+  return r;
+}
+#endif
 
 // 16 bits -> 16 bytes, byte j = 0x10 if bit j is set.
-inline __m128i bits_to_0x10(uint32_t bits16) {
+inline Bytes16 bits_to_0x10(uint32_t bits16) {
   const uint64_t lo = (bits16 & 0xFF) * 0x0101010101010101ull;
   const uint64_t hi = ((bits16 >> 8) & 0xFF) * 0x0101010101010101ull;
-  const __m128i sel = _mm_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  const __m128i v = _mm_and_si128(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)), sel);
-  return _mm_and_si128(_mm_cmpeq_epi8(v, sel), _mm_set1_epi8(0x10));
+  const Bytes16 sel = b16_from_u64(0x8040201008040201ull, 0x8040201008040201ull);
+  const Bytes16 v = b16_and(b16_from_u64(lo, hi), sel);
+  return b16_and(b16_eq(v, sel), b16_splat(0x10));
 }
 
 // The 32 bytes of a 32-element block with 4-bit nibbles qs and fifth bits qh (none if null).
 inline void unpack_q4_block(const uint8_t* qs_src, const uint8_t* qh_src, uint8_t* u) {
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  const __m128i q = sse_load(qs_src);
-  __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+  const Bytes16 q = b16_load(qs_src);
+  Bytes16 lo = shr_bytes(q, 0, 0x0F), hi = shr_bytes(q, 4, 0x0F);
   if (qh_src) {
     uint32_t qh;
     std::memcpy(&qh, qh_src, 4);
-    lo = _mm_or_si128(lo, bits_to_0x10(qh & 0xFFFF));
-    hi = _mm_or_si128(hi, bits_to_0x10(qh >> 16));
+    lo = b16_or(lo, bits_to_0x10(qh & 0xFFFF));
+    hi = b16_or(hi, bits_to_0x10(qh >> 16));
   }
-  sse_store(u, lo);
-  sse_store(u + 16, hi);
-}
-
-// (v >> n) & mask per byte (n < 8).
-inline __m128i shr_bytes(__m128i v, int n, int mask) {
-  return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(n)), _mm_set1_epi8(static_cast<char>(mask)));
+  b16_store(u, lo);
+  b16_store(u + 16, hi);
 }
 
 // Q4_K / Q5_K super-block bytes (qh == nullptr for Q4_K): element 64j + l = nibble 0 of
@@ -65,15 +139,15 @@ inline __m128i shr_bytes(__m128i v, int n, int mask) {
 inline void unpack_k4_superblock(const uint8_t* qs, const uint8_t* qh, uint8_t* u) {
   for (int j = 0; j < 4; ++j)
     for (int half = 0; half < 2; ++half) {
-      const __m128i q = sse_load(qs + 32 * j + 16 * half);
-      __m128i lo = shr_bytes(q, 0, 0x0F), hi = shr_bytes(q, 4, 0x0F);
+      const Bytes16 q = b16_load(qs + 32 * j + 16 * half);
+      Bytes16 lo = shr_bytes(q, 0, 0x0F), hi = shr_bytes(q, 4, 0x0F);
       if (qh) {
-        const __m128i h = sse_load(qh + 16 * half);
-        lo = _mm_or_si128(lo, _mm_slli_epi16(shr_bytes(h, 2 * j, 1), 4));
-        hi = _mm_or_si128(hi, _mm_slli_epi16(shr_bytes(h, 2 * j + 1, 1), 4));
+        const Bytes16 h = b16_load(qh + 16 * half);
+        lo = b16_or(lo, shl_small_bytes(shr_bytes(h, 2 * j, 1), 4));
+        hi = b16_or(hi, shl_small_bytes(shr_bytes(h, 2 * j + 1, 1), 4));
       }
-      sse_store(u + 64 * j + 16 * half, lo);
-      sse_store(u + 64 * j + 32 + 16 * half, hi);
+      b16_store(u + 64 * j + 16 * half, lo);
+      b16_store(u + 64 * j + 32 + 16 * half, hi);
     }
 }
 
@@ -82,12 +156,12 @@ inline void unpack_k4_superblock(const uint8_t* qs, const uint8_t* qh, uint8_t* 
 inline void unpack_k2_superblock(const uint8_t* qs, const uint8_t* hmask, uint8_t* u) {
   for (int h = 0; h < 2; ++h)
     for (int half = 0; half < 2; ++half) {
-      const __m128i q = sse_load(qs + 32 * h + 16 * half);
-      const __m128i hm = hmask ? sse_load(hmask + 16 * half) : _mm_setzero_si128();
+      const Bytes16 q = b16_load(qs + 32 * h + 16 * half);
+      const Bytes16 hm = hmask ? b16_load(hmask + 16 * half) : b16_splat(0);
       for (int j = 0; j < 4; ++j) {
-        __m128i v = shr_bytes(q, 2 * j, 3);
-        if (hmask) v = _mm_or_si128(v, _mm_slli_epi16(shr_bytes(hm, 4 * h + j, 1), 2));
-        sse_store(u + 128 * h + 32 * j + 16 * half, v);
+        Bytes16 v = shr_bytes(q, 2 * j, 3);
+        if (hmask) v = b16_or(v, shl_small_bytes(shr_bytes(hm, 4 * h + j, 1), 2));
+        b16_store(u + 128 * h + 32 * j + 16 * half, v);
       }
     }
 }
@@ -96,13 +170,13 @@ inline void unpack_k2_superblock(const uint8_t* qs, const uint8_t* hmask, uint8_
 inline void unpack_q6_k_superblock(const BlockQ6_K& b, uint8_t* u) {
   for (int h = 0; h < 2; ++h)
     for (int half = 0; half < 2; ++half) {
-      const __m128i l0 = sse_load(b.ql + 64 * h + 16 * half);
-      const __m128i l1 = sse_load(b.ql + 64 * h + 32 + 16 * half);
-      const __m128i qh = sse_load(b.qh + 32 * h + 16 * half);
+      const Bytes16 l0 = b16_load(b.ql + 64 * h + 16 * half);
+      const Bytes16 l1 = b16_load(b.ql + 64 * h + 32 + 16 * half);
+      const Bytes16 qh = b16_load(b.qh + 32 * h + 16 * half);
       for (int c = 0; c < 4; ++c) {
-        const __m128i low = shr_bytes(c & 1 ? l1 : l0, c < 2 ? 0 : 4, 0x0F);
-        const __m128i high = _mm_slli_epi16(shr_bytes(qh, 2 * c, 3), 4);
-        sse_store(u + 128 * h + 32 * c + 16 * half, _mm_or_si128(low, high));
+        const Bytes16 low = shr_bytes(c & 1 ? l1 : l0, c < 2 ? 0 : 4, 0x0F);
+        const Bytes16 high = shl_small_bytes(shr_bytes(qh, 2 * c, 3), 4);
+        b16_store(u + 128 * h + 32 * c + 16 * half, b16_or(low, high));
       }
     }
 }
@@ -164,10 +238,10 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
     }
     case TensorType::Q8_0: {
       const auto* b = static_cast<const BlockQ8_0*>(row);
-      const __m128i flip = _mm_set1_epi8(static_cast<char>(q8_unsigned ? 0x80 : 0x00));
+      const Bytes16 flip = b16_splat(q8_unsigned ? 0x80 : 0x00);
       for (int64_t i = 0; i < n_in / kQK; ++i, u += kQK) {
-        sse_store(u, _mm_xor_si128(sse_load(b[i].qs), flip));
-        sse_store(u + 16, _mm_xor_si128(sse_load(b[i].qs + 16), flip));
+        b16_store(u, b16_xor(b16_load(b[i].qs), flip));
+        b16_store(u + 16, b16_xor(b16_load(b[i].qs + 16), flip));
         dw[i] = unpack_half(b[i].d);
       }
       return;

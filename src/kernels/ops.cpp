@@ -2,7 +2,7 @@
 //
 // rms_norm, softmax, gelu_tanh and silu are written once (ops_inl.h) over the 16-lane
 // vocabulary of simd16.h; the references here are its scalar instantiation and
-// ops_avx2.cpp / ops_avx512.cpp instantiate the same bodies, so every level gives the same
+// ops_avx2.cpp / ops_avx512.cpp / ops_neon.cpp instantiate the same bodies, so every level gives the same
 // bits (accuracy notes in ops_inl.h). rope has a single implementation: the dispatched
 // version is the reference (cos/sin in double, the rotation in float).
 #include "kernels/ops.h"
@@ -16,7 +16,8 @@
 
 namespace ubatch::kernels {
 
-// Per-ISA entry points (ops_avx2.cpp, ops_avx512.cpp); called only when the CPU has the ISA.
+// Per-ISA entry points (ops_avx2.cpp, ops_avx512.cpp, ops_neon.cpp), built for their
+// architecture only; called only when the CPU has the ISA.
 namespace avx2 {
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
@@ -29,6 +30,12 @@ void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
 }  // namespace avx512
+namespace neon {
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+void softmax(float* x, int64_t n);
+void gelu_tanh(const float* x, float* y, int64_t n);
+void silu(const float* x, float* y, int64_t n);
+}  // namespace neon
 
 namespace ref {
 
@@ -64,10 +71,15 @@ void silu(const float* x, float* y, int64_t n) { simd16::silu_row<scalar::Simd16
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   switch (simd_level()) {
+#if defined(UBATCH_X86_KERNELS)
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512: return avx512::rms_norm(x, w, y, n, eps);
     case SimdLevel::Avx2: return avx2::rms_norm(x, w, y, n, eps);
-    case SimdLevel::Scalar: break;
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod:  // no dot products here: the NEON one
+    case SimdLevel::Neon: return neon::rms_norm(x, w, y, n, eps);
+#endif
+    default: break;
   }
   ref::rms_norm(x, w, y, n, eps);
 }
@@ -107,30 +119,45 @@ void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base
 
 void softmax(float* x, int64_t n) {
   switch (simd_level()) {
+#if defined(UBATCH_X86_KERNELS)
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512: return avx512::softmax(x, n);
     case SimdLevel::Avx2: return avx2::softmax(x, n);
-    case SimdLevel::Scalar: break;
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod:  // no dot products here: the NEON one
+    case SimdLevel::Neon: return neon::softmax(x, n);
+#endif
+    default: break;
   }
   ref::softmax(x, n);
 }
 
 void gelu_tanh(const float* x, float* y, int64_t n) {
   switch (simd_level()) {
+#if defined(UBATCH_X86_KERNELS)
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512: return avx512::gelu_tanh(x, y, n);
     case SimdLevel::Avx2: return avx2::gelu_tanh(x, y, n);
-    case SimdLevel::Scalar: break;
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod:  // no dot products here: the NEON one
+    case SimdLevel::Neon: return neon::gelu_tanh(x, y, n);
+#endif
+    default: break;
   }
   ref::gelu_tanh(x, y, n);
 }
 
 void silu(const float* x, float* y, int64_t n) {
   switch (simd_level()) {
+#if defined(UBATCH_X86_KERNELS)
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512: return avx512::silu(x, y, n);
     case SimdLevel::Avx2: return avx2::silu(x, y, n);
-    case SimdLevel::Scalar: break;
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod:  // no dot products here: the NEON one
+    case SimdLevel::Neon: return neon::silu(x, y, n);
+#endif
+    default: break;
   }
   ref::silu(x, y, n);
 }

@@ -1,5 +1,6 @@
 // Block formats: scalar reference dequantization and quantization, fp16/bf16 conversion, and
-// the run-time dispatch to the SIMD dequantizers (quant_avx2.cpp).
+// the run-time dispatch to the SIMD dequantizers (quant_avx2.cpp; x86-64 builds only — other
+// architectures use the scalar code, which is not on a hot path: embedding rows and KV writes).
 #include "kernels/quant.h"
 
 #include <cmath>
@@ -281,11 +282,13 @@ void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
   UBATCH_CHECK_MSG(can_dequantize(t), "dequantize_row: unsupported type");
   const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(t));
   UBATCH_CHECK(n >= 0 && n % tr->block_size == 0);
+#if defined(UBATCH_X86_KERNELS)
   static const bool use_avx2 = simd_level() >= SimdLevel::Avx2;
   if (use_avx2 && detail::dequantize_row_avx2_supports(t)) {
     detail::dequantize_row_avx2(t, src, dst, n);
     return;
   }
+#endif
   detail::dequantize_row_scalar(t, src, dst, n);
 }
 
@@ -323,11 +326,13 @@ void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
       return;
     case TensorType::F16: {
       auto* d = static_cast<uint16_t*>(dst);
+#if defined(UBATCH_X86_KERNELS)
       static const bool use_avx2 = simd_level() >= SimdLevel::Avx2;
       if (use_avx2) {
         detail::quantize_row_f16_avx2(src, d, n);
         return;
       }
+#endif
       for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
       return;
     }

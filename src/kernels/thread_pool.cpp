@@ -5,6 +5,10 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define UBATCH_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+// A short pipeline-draining delay between polls (what x86's PAUSE is for; the YIELD hint is a
+// no-op on most ARM cores), without a system call.
+#define UBATCH_PAUSE() __asm__ __volatile__("isb" ::: "memory")
 #else
 #define UBATCH_PAUSE() std::this_thread::yield()
 #endif

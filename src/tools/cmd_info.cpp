@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
+#include "kernels/matmul.h"
 #include "kernels/packed_weight.h"
 #include "tools/command.h"
 
@@ -117,6 +118,12 @@ int run_info(const std::string& path, size_t max_items, bool show_tensors) {
                        "they came from are released\n",
                        human_bytes(static_cast<double>(matrix_file)), human_bytes(static_cast<double>(matrix_packed)),
                        100.0 * (static_cast<double>(matrix_packed) / static_cast<double>(matrix_file) - 1.0));
+  // The kernels this machine would run the model with (UBATCH_SIMD caps it).
+  std::string lowered;
+  const kernels::SimdLevel level = kernels::matmul_simd_level(&lowered);
+  const char* reason = !lowered.empty() ? lowered.c_str() : kernels::simd_level_reason();
+  out += fmt::format("matmul SIMD level on this machine: {}{}{}{} (this build: {})\n", kernels::simd_level_name(level),
+                     *reason ? " (" : "", reason, *reason ? ")" : "", kernels::simd_level_names());
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Cross-builds ubatch for 64-bit ARM Linux (aarch64) on a Debian/Ubuntu x86-64 machine and,
+# with --test, runs the engine's unit and parity tests as aarch64 binaries under qemu-aarch64
+# user-mode emulation, once per CPU model:
+#   cortex-a72   ARMv8.0 NEON, no dot product (Raspberry Pi 4)  -> SIMD level "neon"
+#   neoverse-n1  ARMv8.2 with SDOT/UDOT (Graviton 2; like A76/A78) -> SIMD level "dotprod"
+# then checks that the aarch64 `ubatch logits` of a short prompt on the real default model
+# writes the same bytes as the x86-64 build's (build/ubatch) when both are there.
+#
+#   1. installs what is missing: g++-aarch64-linux-gnu, qemu-user, and the arm64 "-dev"
+#      packages of the libraries (dpkg --add-architecture arm64; multiarch, beside the host's);
+#   2. configures build-arm64/ with cmake/aarch64-linux-gnu.cmake;
+#   3. builds the tests chosen below (with --all: everything, the server and tools included);
+#   4. (--test) runs them with CTest under QEMU_CPU=<model> for each model, and the logits check.
+# Emulated speed means nothing: nothing here takes a timing.
+#
+# Usage: scripts/cross_arm64.sh [--test] [--all] [--ci]
+#   --ci   where the cross toolchain or qemu cannot be installed, say so and exit 0 (CI skips
+#          the stage visibly instead of failing); everything else still fails loudly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+RUN_TESTS=0
+BUILD_ALL=0
+CI_MODE=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) RUN_TESTS=1 ;;
+    --all) BUILD_ALL=1 ;;
+    --ci) CI_MODE=1 ;;
+    *) echo "usage: $0 [--test] [--all] [--ci]" >&2; exit 2 ;;
+  esac
+done
+
+BUILD=build-arm64
+CPU_MODELS=(cortex-a72 neoverse-n1)
+EXPECT_LEVEL=(neon dotprod)
+# The tests run under emulation: kernels (every level against the reference, bit for bit),
+# SIMD level detection and its cap, the end-to-end levels check on the tiny reference models,
+# the reference-logits and batch-invariance parity tests, GGUF parsing and tokenizers.
+TESTS=(test_cpu_features test_kernels_gemm test_kernels_matmul test_kernels_matmul_float
+  test_kernels_ops test_kernels_attention test_kernels_quant test_dequant_reference
+  test_levels_logits test_context_reference test_context_invariance
+  test_gguf test_gguf_hostile test_tokenizer_spm test_tokenizer_bpe test_tokenizer_vectors)
+
+skip_or_fail() {
+  if [ "$CI_MODE" = 1 ]; then
+    echo "== SKIPPED aarch64 cross-build stage: $*"
+    exit 0
+  fi
+  echo "error: $*" >&2
+  exit 1
+}
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+apt_install() {
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=900 \
+    --no-install-recommends "$@"
+}
+
+# 1. Toolchain, emulator, target libraries.
+HOST_PACKAGES=(g++-aarch64-linux-gnu qemu-user)
+TARGET_PACKAGES=(libfmt-dev libspdlog-dev libgtest-dev libgmock-dev libpcre2-dev libxxhash-dev
+  libcpp-httplib-dev)
+missing=()
+for p in "${HOST_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+for p in "${TARGET_PACKAGES[@]}"; do dpkg -s "$p:arm64" >/dev/null 2>&1 || missing+=("$p:arm64"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64 || skip_or_fail "cannot add the arm64 architecture to dpkg"
+  fi
+  $SUDO apt-get update -qq -o DPkg::Lock::Timeout=900 || skip_or_fail "apt-get update failed"
+  apt_install "${missing[@]}" || skip_or_fail "cannot install ${missing[*]}"
+fi
+command -v aarch64-linux-gnu-g++ >/dev/null || skip_or_fail "aarch64-linux-gnu-g++ not found"
+if [ "$RUN_TESTS" = 1 ]; then
+  command -v qemu-aarch64 >/dev/null || skip_or_fail "qemu-aarch64 not found"
+fi
+
+# 2-3. Configure and build.
+echo "== cross-building for aarch64 in $BUILD/"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" >/dev/null
+t0=$(date +%s)
+if [ "$BUILD_ALL" = 1 ]; then
+  cmake --build "$BUILD"
+else
+  cmake --build "$BUILD" --target ubatch "${TESTS[@]}"
+fi
+echo "== cross build took $(( $(date +%s) - t0 )) s"
+file "$BUILD/ubatch" 2>/dev/null || true
+
+[ "$RUN_TESTS" = 1 ] || exit 0
+
+# 4. Tests under qemu, once per CPU model. Test binaries not built here are listed by CTest
+# as <name>_NOT_BUILT and excluded.
+# The emulator as CMake runs the tests (cmake/aarch64-linux-gnu.cmake says why -L only
+# without the multiarch arm64 C library).
+QEMU=(qemu-aarch64)
+[ -e /lib/ld-linux-aarch64.so.1 ] || QEMU+=(-L /usr/aarch64-linux-gnu)
+for i in "${!CPU_MODELS[@]}"; do
+  cpu=${CPU_MODELS[$i]}
+  want=${EXPECT_LEVEL[$i]}
+  echo "== aarch64 tests under qemu-aarch64 -cpu $cpu (expected SIMD level: $want)"
+  info=$(QEMU_CPU=$cpu "${QEMU[@]}" "$BUILD/tests/test_cpu_features" \
+         --gtest_filter='CpuFeatures.PrintsDetected' 2>&1 | grep -E '^(cpu features|simd level)' || true)
+  echo "$info" | sed 's/^/   /'
+  case "$info" in
+    *"simd level: $want "*) ;;
+    *) echo "error: under -cpu $cpu the SIMD level is not $want" >&2; exit 1 ;;
+  esac
+  t0=$(date +%s)
+  QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)" -E '_NOT_BUILT$'
+  echo "== -cpu $cpu: tests took $(( $(date +%s) - t0 )) s"
+done
+
+# The x86-64 build and the aarch64 build on the real default model: the same tokens for a short
+# prompt, the same logits bytes for them, and the same greedy continuation.
+MODEL="$ROOT/models/gemma-3-270m-q4_k_m.gguf"
+if [ ! -s "$MODEL" ] || [ ! -x build/ubatch ]; then
+  echo "== SKIPPED x86-64 vs aarch64 check on the default model: needs $MODEL and build/ubatch (scripts/setup.sh)"
+  exit 0
+fi
+PROMPT="The capital of France is"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tokens=$(printf '%s' "$PROMPT" | build/ubatch tokenize -m "$MODEL" | tr ' ' ',')
+build/ubatch logits -m "$MODEL" -t 2 -c 64 --tokens "$tokens" -o "$tmp/x86.f32" >/dev/null 2>&1
+build/ubatch run -m "$MODEL" -t 2 -c 256 -p "$PROMPT" -n 16 --temp 0 >"$tmp/x86.txt" 2>/dev/null
+for cpu in "${CPU_MODELS[@]}"; do
+  t0=$(date +%s)
+  arm_tokens=$(printf '%s' "$PROMPT" | QEMU_CPU=$cpu "${QEMU[@]}" "$BUILD/ubatch" tokenize -m "$MODEL" | tr ' ' ',')
+  [ "$arm_tokens" = "$tokens" ] || { echo "error: aarch64 tokens $arm_tokens != x86-64 $tokens" >&2; exit 1; }
+  QEMU_CPU=$cpu "${QEMU[@]}" "$BUILD/ubatch" logits -m "$MODEL" -t 2 -c 64 --tokens "$tokens" \
+    -o "$tmp/arm-$cpu.f32" >/dev/null 2>&1
+  cmp -s "$tmp/x86.f32" "$tmp/arm-$cpu.f32" || {
+    echo "error: aarch64 (-cpu $cpu) logits differ from the x86-64 build's" >&2; exit 1; }
+  QEMU_CPU=$cpu "${QEMU[@]}" "$BUILD/ubatch" run -m "$MODEL" -t 2 -c 256 -p "$PROMPT" -n 16 --temp 0 \
+    >"$tmp/arm-$cpu.txt" 2>/dev/null
+  cmp -s "$tmp/x86.txt" "$tmp/arm-$cpu.txt" || {
+    echo "error: aarch64 (-cpu $cpu) greedy output differs from the x86-64 build's" >&2
+    diff "$tmp/x86.txt" "$tmp/arm-$cpu.txt" >&2 || true
+    exit 1; }
+  echo "== default model, \"$PROMPT\" (tokens $tokens): aarch64 -cpu $cpu logits == x86-64" \
+       "($(stat -c %s "$tmp/x86.f32") bytes, sha256 $(sha256sum "$tmp/x86.f32" | cut -c1-16)), greedy 16 tokens" \
+       "identical ($(( $(date +%s) - t0 )) s under qemu)"
+done
+echo "   greedy continuation: $(tr '\n' ' ' <"$tmp/x86.txt")"
+echo "== aarch64: all passed"

@@ -1,0 +1,21 @@
+// NEON instantiation of the per-row operations (bodies in ops_inl.h, vocabulary in
+// simd16_neon.h): the same arithmetic as the scalar references in ops.cpp, bit for bit.
+// aarch64 builds only; serves the Neon and Dotprod levels.
+#include <cstdint>
+
+#include "kernels/ops_inl.h"
+#include "kernels/simd16_neon.h"
+
+namespace ubatch::kernels::neon {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  simd16::rms_norm_row<Simd16>(x, w, y, n, eps);
+}
+
+void softmax(float* x, int64_t n) { simd16::softmax_row<Simd16>(x, n); }
+
+void gelu_tanh(const float* x, float* y, int64_t n) { simd16::gelu_tanh_row<Simd16>(x, y, n); }
+
+void silu(const float* x, float* y, int64_t n) { simd16::silu_row<Simd16>(x, y, n); }
+
+}  // namespace ubatch::kernels::neon
