@@ -30,6 +30,8 @@ std::string ubatch_command() {
   return launcher.empty() ? ubatch_binary() : launcher + " " + ubatch_binary();
 }
 
+bool emulated() { return UBATCH_BINARY_LAUNCHER[0] != '\0'; }
+
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};

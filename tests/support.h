@@ -23,6 +23,9 @@ std::string ubatch_binary();
 // emulator CMake runs the tests with (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; the
 // environment, QEMU_CPU included, passes through to it).
 std::string ubatch_command();
+// True in a cross build, whose tests run under that emulator (no re-exec of a test binary by
+// itself there: gtest's "threadsafe" death tests cannot run, the "fast" ones can).
+bool emulated();
 
 std::vector<uint8_t> read_file(const std::string& path);
 std::vector<float> read_f32(const std::string& path);

@@ -105,14 +105,20 @@ TEST(Fp16, RoundsToNearestEven) {
   }
 }
 
-#if defined(__FLT16_MAX__)
-// The compiler's own _Float16 conversion is an independent oracle where it exists.
+// The compiler's own binary16 conversion is an independent oracle where it exists: _Float16
+// (GCC on x86-64), __fp16 (AArch64, IEEE format; FCVT rounds to nearest even).
+#if defined(__FLT16_MAX__) && !defined(__aarch64__)
+#define UBATCH_TEST_HALF _Float16
+#elif defined(__aarch64__)
+#define UBATCH_TEST_HALF __fp16
+#endif
+#if defined(UBATCH_TEST_HALF)
 TEST(Fp16, MatchesCompilerFloat16) {
   std::mt19937 rng(2);
   for (int i = 0; i < 200000; ++i) {
     const float f = from_bits(rng());
     if (std::isnan(f)) continue;
-    const _Float16 c = static_cast<_Float16>(f);
+    const UBATCH_TEST_HALF c = static_cast<UBATCH_TEST_HALF>(f);
     uint16_t ch;
     std::memcpy(&ch, &c, 2);
     ASSERT_EQ(fp32_to_fp16(f), ch) << f;
@@ -245,7 +251,7 @@ TEST(Quantize, Capabilities) {
 }
 
 
-std::vector<uint8_t> random_row(TensorType t, int64_t n, uint32_t seed) {
+[[maybe_unused]] std::vector<uint8_t> random_row(TensorType t, int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> data(tensor_row_bytes(t, n));
   for (auto& b : data) b = static_cast<uint8_t>(rng());
