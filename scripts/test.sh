@@ -2,7 +2,8 @@
 # Runs the whole test suite on a fresh machine: installs and builds (scripts/setup.sh
 # --no-run), runs every test with CTest, then builds the file-parser, grammar, HTTP-transport and
 # packed-kernel tests under AddressSanitizer + UBSan and the scheduler/engine/server tests under ThreadSanitizer, and
-# runs them too; then a short smoke run of every fuzz target (scripts/fuzz.sh).
+# runs them too; then a short smoke run of every fuzz target (scripts/fuzz.sh); then the aarch64
+# cross-build and its engine tests under qemu-aarch64 (scripts/cross_arm64.sh --ci).
 # Tests that need ../shared/reference skip visibly where it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,4 +37,6 @@ for t in "${TSAN_TARGETS[@]}"; do
 done
 echo "== fuzz smoke: every libFuzzer target for 20 s (docs/FUZZING.md; skips visibly without clang)"
 bash scripts/fuzz.sh --seconds 20
+echo "== aarch64: cross-build, engine tests under qemu-aarch64 -cpu cortex-a72 (NEON) and neoverse-n1 (dot product), default model vs x86-64 (docs/ARM.md; skips visibly without the cross compiler or qemu)"
+time bash scripts/cross_arm64.sh --ci
 echo "== all tests passed"
