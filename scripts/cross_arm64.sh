@@ -66,6 +66,13 @@ skip_or_fail() {
   exit 1
 }
 
+# The cross toolchain and the comparison with build/ubatch are for an x86-64 host; on an ARM64
+# machine the ordinary build is native and scripts/test.sh's first stage runs these tests.
+host=$(uname -m)
+if [ "$host" != x86_64 ]; then
+  skip_or_fail "the host is $host, not x86-64 (on an ARM64 machine build natively: README.md, docs/ARM.md)"
+fi
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi

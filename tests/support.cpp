@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <sys/wait.h>
 
 namespace ubatch::test {
@@ -31,6 +32,15 @@ std::string ubatch_command() {
 }
 
 bool emulated() { return UBATCH_BINARY_LAUNCHER[0] != '\0'; }
+
+std::vector<std::string> ubatch_argv(const std::vector<std::string>& args) {
+  std::vector<std::string> argv;
+  std::istringstream launcher(UBATCH_BINARY_LAUNCHER);  // CMake joined its words with spaces
+  for (std::string w; launcher >> w;) argv.push_back(w);
+  argv.push_back(ubatch_binary());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -26,6 +26,9 @@ std::string ubatch_command();
 // True in a cross build, whose tests run under that emulator (no re-exec of a test binary by
 // itself there: gtest's "threadsafe" death tests cannot run, the "fast" ones can).
 bool emulated();
+// The argv that starts the built ubatch with `args` (for posix_spawn/execv): the emulator's
+// words, then ubatch_binary(), then args.
+std::vector<std::string> ubatch_argv(const std::vector<std::string>& args);
 
 std::vector<uint8_t> read_file(const std::string& path);
 std::vector<float> read_f32(const std::string& path);

@@ -51,8 +51,8 @@ std::string tail_of(const std::string& path, size_t n = 3000) {
 class ServeProcess {
  public:
   ServeProcess(const std::string& model, int port, const std::string& log) : log_(log) {
-    std::vector<std::string> args = {test::ubatch_binary(), "serve",  "-m", model, "--host", "127.0.0.1",
-                                     "--port", std::to_string(port)};
+    std::vector<std::string> args = test::ubatch_argv({"serve", "-m", model, "--host", "127.0.0.1",
+                                                      "--port", std::to_string(port)});
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -37,8 +37,8 @@ TEST(ServerOpenAiPython, OfficialClientAgainstTheBinary) {
   const std::string log = (std::filesystem::temp_directory_path() /
                            ("ubatch_serve_" + std::to_string(getpid()) + ".log")).string();
   const std::string key = "test-key-" + std::to_string(getpid());
-  std::vector<std::string> args = {binary, "serve", "-m", model, "--port", "0", "--api-key", key, "--n-parallel", "4",
-                                   "--threads", "1", "--n-ctx", "2048", "--log-level", "info"};
+  std::vector<std::string> args = ubatch_argv({"serve", "-m", model, "--port", "0", "--api-key", key, "--n-parallel", "4",
+                                                "--threads", "1", "--n-ctx", "2048", "--log-level", "info"});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -47,7 +47,7 @@ TEST(ServerOpenAiPython, OfficialClientAgainstTheBinary) {
   posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&actions);
 
   // The bound port from the log, then /health until ready (bounded: 600 × 100 ms).

@@ -37,8 +37,8 @@ TEST(ServerStructuredCorpus, SchemasAndGrammarsOnTheDefaultModel) {
 
   const std::string log = (std::filesystem::temp_directory_path() /
                            ("ubatch_corpus_" + std::to_string(getpid()) + ".log")).string();
-  std::vector<std::string> args = {binary, "serve", "-m", default_model(), "--port", "0", "--n-parallel", "16",
-                                   "--threads", "2", "--n-ctx", "8192", "--log-level", "info", "--perf"};
+  std::vector<std::string> args = ubatch_argv({"serve", "-m", default_model(), "--port", "0", "--n-parallel", "16",
+                                                "--threads", "2", "--n-ctx", "8192", "--log-level", "info", "--perf"});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -47,7 +47,7 @@ TEST(ServerStructuredCorpus, SchemasAndGrammarsOnTheDefaultModel) {
   posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&actions);
 
   // The bound port from the log, then /health until ready (bounded: 600 × 100 ms each).
