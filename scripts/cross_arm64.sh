@@ -139,6 +139,10 @@ QEMU=(qemu-aarch64)
 [ -e /lib/ld-linux-aarch64.so.1 ] || QEMU+=(-L /usr/aarch64-linux-gnu)
 EXCLUDE='_NOT_BUILT$'
 [ "$CI_MODE" = 1 ] && EXCLUDE="$EXCLUDE|$CI_SELECTION"
+# The binaries above only (each test is labelled with its binary's name, tests/CMakeLists.txt),
+# whatever else an earlier --all build left in $BUILD; --all --test runs every binary.
+LABELS="^($(IFS='|'; echo "${TESTS[*]}"))\$"
+[ "$BUILD_ALL" = 1 ] && LABELS='.'
 for i in "${!CPU_MODELS[@]}"; do
   cpu=${CPU_MODELS[$i]}
   want=${EXPECT_LEVEL[$i]}
@@ -151,7 +155,7 @@ for i in "${!CPU_MODELS[@]}"; do
     *) echo "error: under -cpu $cpu the SIMD level is not $want" >&2; exit 1 ;;
   esac
   t0=$(date +%s)
-  QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)" -E "$EXCLUDE"
+  QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)" -L "$LABELS" -E "$EXCLUDE"
   echo "== -cpu $cpu: tests took $(( $(date +%s) - t0 )) s"
 done
 
