@@ -82,11 +82,11 @@ apt_install() {
     --no-install-recommends "$@"
 }
 
-# 1. Toolchain, emulator, target libraries (header-only ones, nlohmann-json and CLI11, are the
-# host's: scripts/setup.sh installs them).
-HOST_PACKAGES=(g++-aarch64-linux-gnu qemu-user)
+# 1. Toolchain, emulator, target libraries. The header-only ones (nlohmann-json, CLI11, the
+# Boost.Beast/Asio headers) are architecture-independent: the host's packages serve both builds.
+HOST_PACKAGES=(g++-aarch64-linux-gnu qemu-user nlohmann-json3-dev libcli11-dev libboost-dev)
 TARGET_PACKAGES=(libfmt-dev libspdlog-dev libgtest-dev libgmock-dev libpcre2-dev libxxhash-dev
-  libcpp-httplib-dev)
+  libssl-dev)
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 for p in "${TARGET_PACKAGES[@]}"; do dpkg -s "$p:arm64" >/dev/null 2>&1 || missing+=("$p:arm64"); done
