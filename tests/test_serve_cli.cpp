@@ -69,8 +69,8 @@ class ServeChild {
   ServeChild(const std::string& model, const std::vector<std::string>& flags) {
     log_ = (std::filesystem::temp_directory_path() / ("ubatch_serve_cli_" + std::to_string(getpid()) + "_" +
                                                       std::to_string(counter_++) + ".log")).string();
-    std::vector<std::string> args = {test::ubatch_binary(), "serve", "-m", model, "--host", "127.0.0.1", "--port", "0",
-                                     "--threads", "1", "--n-parallel", "4"};
+    std::vector<std::string> args = test::ubatch_argv({"serve", "-m", model, "--host", "127.0.0.1", "--port", "0",
+                                                      "--threads", "1", "--n-parallel", "4"});
     args.insert(args.end(), flags.begin(), flags.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
