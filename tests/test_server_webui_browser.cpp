@@ -54,7 +54,7 @@ TEST(ServerWebUiBrowser, PlaygroundAndDashboardInHeadlessChromium) {
   const std::string keep = env_or("UBATCH_WEBUI_SCREENSHOT", "");
   const std::string screenshot = keep.empty() ? tmp + "/ubatch_webui_" + tag + ".png" : keep;
   const std::string key = "webui-key-" + tag;
-  std::vector<std::string> args = {binary, "serve", "-m", model, "--port", "0", "--api-key", key, "--log-level", "info"};
+  std::vector<std::string> args = ubatch_argv({"serve", "-m", model, "--port", "0", "--api-key", key, "--log-level", "info"});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -63,7 +63,7 @@ TEST(ServerWebUiBrowser, PlaygroundAndDashboardInHeadlessChromium) {
   posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&actions);
 
   // The bound port from the log, then /health until ready (bounded: 600 × 100 ms).
