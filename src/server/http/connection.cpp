@@ -582,7 +582,9 @@ void Connection::close_now(AbortReason why) {
   error_code ec;
   socket_.shutdown(net::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);
-  parser_.reset();
+  // A Beast read still in flight holds a reference to the parser: its handler runs (with
+  // operation_aborted) after this; the parser goes with the connection then.
+  if (!reading_) parser_.reset();
   // The exchange still current (if any) could not be answered.
   std::shared_ptr<ExchangeImpl> ex = exchange_;
   if (ex && !ex->answered && !ex->aborted) {
