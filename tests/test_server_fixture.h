@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,6 +34,8 @@
 #include "bench/http_client.h"
 #include "support.h"
 #include "tokenizer/tokenizer.h"
+
+extern char** environ;
 
 namespace ubatch::test {
 
@@ -313,6 +318,48 @@ std::map<std::string, double> wait_metrics(int port, Pred pred, int tries = 600)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return m;
+}
+
+
+// A `ubatch serve` process started by a test (tests that drive the real binary from another
+// program: the OpenAI client, the browser, the structured-output corpus).
+struct SpawnedServer {
+  pid_t pid = -1;     // -1: posix_spawn failed
+  int port = -1;      // the port it bound, read from its log (-1: never logged)
+  bool ready = false; // /health answered 200
+};
+
+// Starts `args` (argv[0] the binary, e.g. from ubatch_argv) with stderr to `log` and stdout to
+// /dev/null, reads the bound port from the log's "listening on" line, then polls /health
+// until 200. Each wait is bounded at 600 × 100 ms.
+inline SpawnedServer spawn_serve(std::vector<std::string> args, const std::string& log) {
+  SpawnedServer s;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  const int rc = posix_spawn(&s.pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    s.pid = -1;
+    return s;
+  }
+  static const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  for (int i = 0; i < 600 && s.port < 0; ++i) {
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    if (std::regex_search(text, m, listening)) s.port = std::stoi(m[1]);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (int i = 0; i < 600 && s.port > 0 && !s.ready; ++i) {
+    s.ready = get(s.port, "/health").status == 200;
+    if (!s.ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return s;
 }
 
 }  // namespace ubatch::test

@@ -39,31 +39,11 @@ TEST(ServerOpenAiPython, OfficialClientAgainstTheBinary) {
   const std::string key = "test-key-" + std::to_string(getpid());
   std::vector<std::string> args = ubatch_argv({"serve", "-m", model, "--port", "0", "--api-key", key, "--n-parallel", "4",
                                                 "--threads", "1", "--n-ctx", "2048", "--log-level", "info"});
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-
-  // The bound port from the log, then /health until ready (bounded: 600 × 100 ms).
-  int port = -1;
-  static const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-  for (int i = 0; i < 600 && port < 0; ++i) {
-    std::smatch m;
-    const std::string text = read_text(log);
-    if (std::regex_search(text, m, listening)) port = std::stoi(m[1]);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  bool ready = false;
-  for (int i = 0; i < 600 && port > 0 && !ready; ++i) {
-    ready = get(port, "/health").status == 200;
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const SpawnedServer server = spawn_serve(std::move(args), log);
+  ASSERT_GT(server.pid, 0) << "posix_spawn failed";
+  const pid_t pid = server.pid;
+  const int port = server.port;
+  const bool ready = server.ready;
   std::string output;
   int status = -1;
   if (ready) {
