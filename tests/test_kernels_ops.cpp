@@ -27,12 +27,14 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
+void softcap(const float* x, float* y, int64_t n, float cap);
 }  // namespace ubatch::kernels::avx2
 namespace ubatch::kernels::avx512 {
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
+void softcap(const float* x, float* y, int64_t n, float cap);
 }  // namespace ubatch::kernels::avx512
 #elif defined(UBATCH_ARM_KERNELS)
 namespace ubatch::kernels::neon {
@@ -40,6 +42,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
+void softcap(const float* x, float* y, int64_t n, float cap);
 }  // namespace ubatch::kernels::neon
 #endif
 
@@ -52,22 +55,23 @@ struct Impl {
   void (*softmax)(float*, int64_t);
   void (*gelu_tanh)(const float*, float*, int64_t);
   void (*silu)(const float*, float*, int64_t);
+  void (*softcap)(const float*, float*, int64_t, float) = nullptr;
 };
 
 // The SIMD implementations this CPU can run (the dispatched one always).
 std::vector<Impl> simd_impls() {
   std::vector<Impl> impls;
   impls.push_back({"dispatched", &kernels::rms_norm, &kernels::softmax, &kernels::gelu_tanh,
-                   &kernels::silu});
+                   &kernels::silu, &kernels::softcap});
 #if defined(UBATCH_X86_KERNELS)
   if (cpu_features().avx2)
-    impls.push_back({"avx2", &avx2::rms_norm, &avx2::softmax, &avx2::gelu_tanh, &avx2::silu});
+    impls.push_back({"avx2", &avx2::rms_norm, &avx2::softmax, &avx2::gelu_tanh, &avx2::silu, &avx2::softcap});
   if (cpu_features().avx512)
     impls.push_back(
-        {"avx512", &avx512::rms_norm, &avx512::softmax, &avx512::gelu_tanh, &avx512::silu});
+        {"avx512", &avx512::rms_norm, &avx512::softmax, &avx512::gelu_tanh, &avx512::silu, &avx512::softcap});
 #elif defined(UBATCH_ARM_KERNELS)
   if (cpu_features().neon)
-    impls.push_back({"neon", &neon::rms_norm, &neon::softmax, &neon::gelu_tanh, &neon::silu});
+    impls.push_back({"neon", &neon::rms_norm, &neon::softmax, &neon::gelu_tanh, &neon::silu, &neon::softcap});
 #endif
   return impls;
 }
@@ -369,6 +373,54 @@ void check_unary_vs_double(Unary f, double (*truth)(double), double (*exp_arg)(d
     const double rel = 1e-6 + std::fabs(exp_arg(x[i])) * 2.4e-7;
     if (std::fabs(y[i] - expect) > rel * std::fabs(expect) + 1e-37 && reported++ < 5)
       ADD_FAILURE() << name << ": x=" << x[i] << ": " << y[i] << " vs " << expect;
+  }
+}
+
+// Soft-capping: cap·tanh(x/cap) against double precision, bounded by the cap, odd, and the same
+// bits on every level (in place and not, every tail length).
+TEST(KernelsOps, SoftcapMatchesDoubleAndIsBitIdenticalAcrossLevels) {
+  for (float cap : {3.0f, 5.0f, 30.0f, 50.0f}) {
+    std::vector<float> x;
+    for (float v = -400.0f; v <= 400.0f; v += 0.0917f) x.push_back(v);
+    std::vector<float> y(x.size());
+    ref::softcap(x.data(), y.data(), static_cast<int64_t>(x.size()), cap);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double expect = cap * std::tanh(static_cast<double>(x[i]) / cap);
+      ASSERT_NEAR(y[i], expect, 4e-6 * cap) << "cap " << cap << " x " << x[i];
+      ASSERT_LE(std::fabs(y[i]), cap);
+    }
+  }
+  for (const Impl& impl : simd_impls()) {
+    for (int64_t n : kSizes) {
+      const std::vector<float> x = random_vec(n, 90 + n, -60.0f, 60.0f);
+      std::vector<float> y(x.size()), expect(x.size());
+      ref::softcap(x.data(), expect.data(), n, 5.0f);
+      impl.softcap(x.data(), y.data(), n, 5.0f);
+      expect_same(y, expect, impl.name + " softcap n=" + std::to_string(n));
+      std::vector<float> inplace = x;
+      impl.softcap(inplace.data(), inplace.data(), n, 5.0f);
+      EXPECT_EQ(inplace, y);
+    }
+  }
+}
+
+// Frequency factors divide each pair's angle; mscale multiplies cos and sin; the defaults are
+// plain RoPE bit for bit.
+TEST(KernelsOps, RopeAnglesWithFactorsAndScale) {
+  const int n_rot = 64, half = n_rot / 2;
+  std::vector<float> factors(half);
+  for (int i = 0; i < half; ++i) factors[i] = 1.0f + 0.25f * static_cast<float>((i * 7) % 29);
+  std::vector<float> c0(half), s0(half), c1(half), s1(half), c2(half), s2(half);
+  rope_angles(1234, n_rot, 500000.0f, 1.0f, c0.data(), s0.data());
+  std::vector<float> ones(half, 1.0f);
+  rope_angles(1234, n_rot, 500000.0f, 1.0f, c1.data(), s1.data(), ones.data(), 1.0f);
+  EXPECT_EQ(c0, c1);
+  EXPECT_EQ(s0, s1);
+  rope_angles(1234, n_rot, 500000.0f, 1.0f, c2.data(), s2.data(), factors.data(), 1.118034f);
+  for (int i = 0; i < half; ++i) {
+    const double theta = 1234.0 * std::pow(500000.0, -2.0 * i / n_rot) / factors[i];
+    EXPECT_NEAR(c2[i], std::cos(theta) * 1.118034, 1e-6) << i;
+    EXPECT_NEAR(s2[i], std::sin(theta) * 1.118034, 1e-6) << i;
   }
 }
 

@@ -19,14 +19,20 @@
 namespace ubatch {
 namespace {
 
-// The tiny models of ../shared/reference/models (its README): both architectures, float and
+// The tiny models of ../shared/reference/models (its README): every architecture, float and
 // quantized weights.
 const char* const kModels[] = {
     "tiny-gemma3-f16",   "tiny-gemma3-f32",   "tiny-gemma3-q4_k_m", "tiny-gemma3-q8_0",
     "tiny-llama-bf16",   "tiny-llama-f16",    "tiny-llama-f32",     "tiny-llama-q2_k",
     "tiny-llama-q3_k_m", "tiny-llama-q4_0",   "tiny-llama-q4_1",    "tiny-llama-q4_k_m",
     "tiny-llama-q5_0",   "tiny-llama-q5_1",   "tiny-llama-q5_k_m",  "tiny-llama-q6_k",
-    "tiny-llama-q8_0"};
+    "tiny-llama-q8_0",
+    "tiny-qwen2-f32",    "tiny-qwen2-q8_0",   "tiny-qwen2-q4_k_m",
+    "tiny-qwen3-f32",    "tiny-qwen3-q8_0",   "tiny-qwen3-q4_k_m",
+    "tiny-phi3-f32",     "tiny-phi3-q8_0",    "tiny-phi3-q4_k_m",
+    "tiny-llama3-f32",   "tiny-llama3-q8_0",  "tiny-llama3-q4_k_m",
+    "tiny-gemma2-f32",   "tiny-gemma2-q8_0",  "tiny-gemma2-q4_k_m",
+    "tiny-smollm3-f32",  "tiny-smollm3-q8_0", "tiny-smollm3-q4_k_m"};
 
 // The levels this build and CPU run (scalar always); prints one line per level it skips.
 std::vector<std::string> levels_here() {

@@ -63,7 +63,11 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   kc.n_rot = hp.n_rot;
   kc.rope_style = hp.rope_style;
   kc.rope_freq_scale = hp.rope_freq_scale;
-  for (int il = 0; il < hp.n_layer; ++il) kc.rope_base.push_back(hp.layer_is_swa[il] ? hp.rope_base_swa : hp.rope_base);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    kc.rope_base.push_back(hp.layer_is_swa[il] ? hp.rope_base_swa : hp.rope_base);
+    kc.rope_freq_scale_layer.push_back(hp.layer_is_swa[il] ? hp.rope_freq_scale_swa : hp.rope_freq_scale);
+    kc.rope_layer.push_back(hp.layer_use_rope[il] ? 1 : 0);
+  }
   kc.n_cells = params.n_ctx;
   const uint64_t per_token = kv_bytes_per_token(hp, kc.type);
   if (per_token == 0) return Status::error("context: unknown KV type");
@@ -86,6 +90,9 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   if (!kv) return kv.status();
   ctx->kv_ = std::move(kv.value());
   ctx->params_.n_ctx = static_cast<int32_t>(ctx->kv_->n_cells());
+  // The frequency factors the forward pass uses at this context size (fixed per context).
+  if (const float* f = ctx->model_->rope_factors(ctx->n_ctx_seq()))
+    ctx->kv_->set_rope_freq_factors(std::vector<float>(f, f + hp.n_rot / 2));
   ctx->pool_ = std::make_unique<kernels::ThreadPool>(params.n_threads);
   return ctx;
 }
@@ -164,6 +171,7 @@ DecodeResult Context::decode(const Batch& b) {
     ub.token = &b.token[start];
     ub.pos = &b.pos[start];
     ub.output = &b.logits[start];
+    ub.n_ctx_seq = n_ctx_seq();
     int32_t first_out = -1;
     for (int32_t t = start; t < start + len && first_out < 0; ++t) first_out = output_row_[t];
     float* out = first_out >= 0 ? logits_.data() + static_cast<size_t>(first_out) * n_vocab : nullptr;
@@ -185,6 +193,13 @@ DecodeResult Context::decode(const Batch& b) {
   perf_.n_tokens += static_cast<uint64_t>(n);
   ++perf_.n_decode;
   return {};
+}
+
+int32_t Context::n_ctx_seq() const {
+  if (params_.n_ctx_seq > 0) return params_.n_ctx_seq;
+  const int32_t cells = static_cast<int32_t>(kv_->n_cells());
+  const int32_t trained = model_->hparams().n_ctx_train;
+  return trained > 0 ? std::min(cells, trained) : cells;
 }
 
 const float* Context::logits(int32_t i) const {

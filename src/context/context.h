@@ -26,6 +26,9 @@ struct ContextParams {
   int32_t n_threads = 0;            // 0: all hardware threads
   TensorType kv_type = TensorType::F16;
   int32_t kv_block_size = 16;
+  // Most positions one sequence may reach (0: min(KV cells, the model's training context)).
+  // Only LongRoPE models read it (short or long factors, as the format's reference chooses).
+  int32_t n_ctx_seq = 0;
 };
 
 // Return codes of decode(), as the field's C APIs use them: 0 ok, 1 no KV room for the
@@ -64,6 +67,8 @@ class Context {
   const KvCache& kv() const { return *kv_; }
   kernels::ThreadPool& pool() { return *pool_; }
   const ContextParams& params() const { return params_; }
+  // Most positions one sequence may reach (ContextParams::n_ctx_seq resolved).
+  int32_t n_ctx_seq() const;
   const ContextPerf& perf() const { return perf_; }
 
  private:

@@ -23,18 +23,21 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
+void softcap(const float* x, float* y, int64_t n, float cap);
 }  // namespace avx2
 namespace avx512 {
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
+void softcap(const float* x, float* y, int64_t n, float cap);
 }  // namespace avx512
 namespace neon {
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
+void softcap(const float* x, float* y, int64_t n, float cap);
 }  // namespace neon
 
 namespace ref {
@@ -67,6 +70,10 @@ void gelu_tanh(const float* x, float* y, int64_t n) {
 
 void silu(const float* x, float* y, int64_t n) { simd16::silu_row<scalar::Simd16>(x, y, n); }
 
+void softcap(const float* x, float* y, int64_t n, float cap) {
+  simd16::softcap_row<scalar::Simd16>(x, y, n, cap);
+}
+
 }  // namespace ref
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -84,14 +91,15 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   ref::rms_norm(x, w, y, n, eps);
 }
 
-void rope_angles(int32_t pos, int n_rot, float base, float freq_scale, float* cos, float* sin) {
+void rope_angles(int32_t pos, int n_rot, float base, float freq_scale, float* cos, float* sin,
+                 const float* freq_factors, float mscale) {
   const int half = n_rot / 2;
   const double p = static_cast<double>(pos) * static_cast<double>(freq_scale);
   for (int i = 0; i < half; ++i) {
-    const double theta =
-        p * std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / n_rot);
-    cos[i] = static_cast<float>(std::cos(theta));
-    sin[i] = static_cast<float>(std::sin(theta));
+    double theta = p * std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / n_rot);
+    if (freq_factors) theta /= static_cast<double>(freq_factors[i]);
+    cos[i] = static_cast<float>(std::cos(theta)) * mscale;
+    sin[i] = static_cast<float>(std::sin(theta)) * mscale;
   }
 }
 
@@ -160,6 +168,21 @@ void silu(const float* x, float* y, int64_t n) {
     default: break;
   }
   ref::silu(x, y, n);
+}
+
+void softcap(const float* x, float* y, int64_t n, float cap) {
+  switch (simd_level()) {
+#if defined(UBATCH_X86_KERNELS)
+    case SimdLevel::Amx:  // no tile path: the AVX-512 one
+    case SimdLevel::Avx512: return avx512::softcap(x, y, n, cap);
+    case SimdLevel::Avx2: return avx2::softcap(x, y, n, cap);
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod:  // no dot products here: the NEON one
+    case SimdLevel::Neon: return neon::softcap(x, y, n, cap);
+#endif
+    default: break;
+  }
+  ref::softcap(x, y, n, cap);
 }
 
 // Exact element-wise arithmetic (one rounding per element): the compiler's vectorization

@@ -25,7 +25,13 @@ void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base
 // rope() in two parts, so a forward pass computes each position's angles once for all layers
 // and heads: rope_angles fills cos[i], sin[i] (i < n_rot / 2, f32) for pos; rope_apply rotates
 // with them. rope(x, …) == rope_apply(x, …, cos, sin) after rope_angles(pos, …), bit for bit.
-void rope_angles(int32_t pos, int n_rot, float base, float freq_scale, float* cos, float* sin);
+// Extensions of the angle (both default to plain RoPE):
+//  - freq_factors: [n_rot / 2] divisors of each pair's frequency, theta_i = pos·base^(-2i/n_rot)
+//    / freq_factors[i] — Llama 3.1's `rope_freqs` (Meta, "The Llama 3 Herd of Models", 2024)
+//    and Phi-3's LongRoPE short/long factors (Ding et al. 2024, "LongRoPE"); nullptr: none.
+//  - mscale: multiplies cos and sin, hence Q·K by mscale² (LongRoPE's attention factor).
+void rope_angles(int32_t pos, int n_rot, float base, float freq_scale, float* cos, float* sin,
+                 const float* freq_factors = nullptr, float mscale = 1.0f);
 void rope_apply(float* x, int n_head, int head_dim, int n_rot, const float* cos, const float* sin,
                 RopeStyle style);
 
@@ -36,6 +42,9 @@ void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 // SiLU (Elfwing et al. 2017): x · sigmoid(x).
 void silu(const float* x, float* y, int64_t n);
+// Soft-capping (Gemma 2, Gemma Team 2024): y = cap · tanh(x / cap), cap > 0; bounds logits to
+// (−cap, cap). x, y: [n]; y may alias x.
+void softcap(const float* x, float* y, int64_t n, float cap);
 
 // y[i] = a[i] * b[i]; y[i] = a[i] + b[i]; y[i] = a[i] * s. y may alias a or b.
 void mul(const float* a, const float* b, float* y, int64_t n);
@@ -49,6 +58,7 @@ void rope(float* x, int n_head, int head_dim, int n_rot, int32_t pos, float base
 void softmax(float* x, int64_t n);
 void gelu_tanh(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
+void softcap(const float* x, float* y, int64_t n, float cap);
 }  // namespace ref
 
 }  // namespace ubatch::kernels

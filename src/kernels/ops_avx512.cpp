@@ -17,4 +17,6 @@ void gelu_tanh(const float* x, float* y, int64_t n) { simd16::gelu_tanh_row<Simd
 
 void silu(const float* x, float* y, int64_t n) { simd16::silu_row<Simd16>(x, y, n); }
 
+void softcap(const float* x, float* y, int64_t n, float cap) { simd16::softcap_row<Simd16>(x, y, n, cap); }
+
 }  // namespace ubatch::kernels::avx512

@@ -108,6 +108,13 @@ void gelu_tanh_row(const float* x, float* y, int64_t n) {
   map<V>(x, y, n, [](typename V::F v) { return gelu<V>(v); });
 }
 
+// Soft-capping (Gemma 2): y = cap · tanh(x / cap), with the tanh above.
+template <class V>
+void softcap_row(const float* x, float* y, int64_t n, float cap) {
+  const typename V::F c = V::set1(cap), inv = V::set1(1.0f / cap);
+  map<V>(x, y, n, [&](typename V::F v) { return V::mul(c, tanh<V>(V::mul(v, inv))); });
+}
+
 template <class V>
 void silu_row(const float* x, float* y, int64_t n) {
   map<V>(x, y, n, [](typename V::F v) { return silu<V>(v); });

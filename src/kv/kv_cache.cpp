@@ -300,19 +300,26 @@ bool KvCache::seq_shift(int32_t seq_id, int32_t p0, int32_t p1, int32_t delta) {
   }
   s.hashable = false;
   s.hashes.clear();
-  // Re-rotate keys: RoPE rotations compose, R(p + delta) = R(delta) R(p).
+  // Re-rotate keys: RoPE rotations compose, R(p + delta) = R(delta) R(p). A key already carries
+  // any attention factor on cos and sin (LongRoPE), so the delta rotation is a pure rotation.
   std::vector<float> row(cfg_.n_embd_k);
+  const int half = cfg_.n_rot / 2;
+  std::vector<float> cos(half), sin(half);
+  const float* factors = cfg_.rope_freq_factors.empty() ? nullptr : cfg_.rope_freq_factors.data();
   const bool rotate = cfg_.n_rot > 0 && cfg_.head_dim > 0 && cfg_.n_kv_head > 0;
   for (int32_t i = i0; i < i1; ++i) {
     const int32_t c = s.cells[i];
     cell_pos_[c] += delta;
     if (!rotate) continue;
     for (int il = 0; il < cfg_.n_layer; ++il) {
+      if (!cfg_.rope_layer.empty() && !cfg_.rope_layer[il]) continue;  // NoPE: keys carry no position
       uint8_t* k = k_[il].data() + size_t(c) * k_row_bytes_;
       kernels::dequantize_row(cfg_.type, k, row.data(), cfg_.n_embd_k);
       const float base = cfg_.rope_base.empty() ? 10000.0f : cfg_.rope_base[il];
-      kernels::rope(row.data(), cfg_.n_kv_head, cfg_.head_dim, cfg_.n_rot, delta, base,
-                    cfg_.rope_freq_scale, cfg_.rope_style);
+      const float scale = cfg_.rope_freq_scale_layer.empty() ? cfg_.rope_freq_scale : cfg_.rope_freq_scale_layer[il];
+      kernels::rope_angles(delta, cfg_.n_rot, base, scale, cos.data(), sin.data(), factors);
+      kernels::rope_apply(row.data(), cfg_.n_kv_head, cfg_.head_dim, cfg_.n_rot, cos.data(), sin.data(),
+                          cfg_.rope_style);
       kernels::quantize_row(cfg_.type, row.data(), k, cfg_.n_embd_k);
     }
   }

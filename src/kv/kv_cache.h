@@ -47,6 +47,9 @@ struct KvCacheConfig {
   kernels::RopeStyle rope_style = kernels::RopeStyle::Normal;
   std::vector<float> rope_base;  // [n_layer]
   float rope_freq_scale = 1.0f;
+  std::vector<float> rope_freq_scale_layer;  // [n_layer] overrides rope_freq_scale when given
+  std::vector<uint8_t> rope_layer;           // [n_layer] 0: the layer has no RoPE (NoPE); empty: all rotate
+  std::vector<float> rope_freq_factors;      // [n_rot / 2] frequency divisors (rope_freqs, LongRoPE); empty: none
 };
 
 struct KvStats {
@@ -101,6 +104,9 @@ class KvCache {
   // and re-rotates their keys; shared blocks are copied first. Positions stay increasing
   // (false, nothing changed, if the shift would make them collide or go negative).
   bool seq_shift(int32_t seq_id, int32_t p0, int32_t p1, int32_t delta);
+  // The RoPE frequency divisors seq_shift rotates with ([n_rot / 2]; empty: none), set by the
+  // context once it knows its per-sequence size (LongRoPE chooses its factors by it).
+  void set_rope_freq_factors(std::vector<float> factors) { cfg_.rope_freq_factors = std::move(factors); }
   void clear();
 
   // ---- prefix cache ----

@@ -12,13 +12,12 @@
 #include "common/status.h"
 #include "gguf/gguf.h"
 #include "kernels/ops.h"
+#include "model/arch.h"
 
 namespace ubatch {
 
-enum class FfnActivation { SiLU, GeluTanh };
-
 struct HParams {
-  std::string arch;          // general.architecture: "llama", "gemma3"
+  std::string arch;          // general.architecture: "llama", "qwen2", "gemma3", … (arch.h)
   int32_t n_vocab = 0;       // rows of token_embd
   int32_t n_ctx_train = 0;   // <arch>.context_length
   int32_t n_embd = 0;        // <arch>.embedding_length
@@ -33,23 +32,39 @@ struct HParams {
   float rope_base = 10000.0f;      // <arch>.rope.freq_base
   float rope_base_swa = 10000.0f;  // <arch>.rope.freq_base_swa (sliding-window layers)
   float rope_freq_scale = 1.0f;    // 1 / <arch>.rope.scaling.factor for linear scaling
+  float rope_freq_scale_swa = 1.0f;  // the same on sliding-window layers (Gemma 3: never scaled)
   kernels::RopeStyle rope_style = kernels::RopeStyle::Normal;
   float attn_scale = 0.0f;         // query scale; 1/sqrt(head_dim_k) by default
   int32_t sliding_window = 0;      // <arch>.attention.sliding_window (0: none)
   std::vector<bool> layer_is_swa;  // [n_layer] true where the layer uses the sliding window
+  std::vector<bool> layer_use_rope;  // [n_layer] false on NoPE layers (SmolLM3)
+  // LongRoPE (Phi-3): the original training context; a context of more tokens per sequence
+  // takes the long factors, otherwise the short ones (as the format's reference chooses).
+  int32_t n_ctx_orig = 0;          // <arch>.rope.scaling.original_context_length
+  float rope_attn_factor = 1.0f;   // <arch>.rope.scaling.attn_factor: multiplies cos and sin
+  float attn_softcap = 0.0f;       // <arch>.attn_logit_softcapping (0: none)
+  float final_softcap = 0.0f;      // <arch>.final_logit_softcapping (0: none)
 
   // Architecture choices.
   bool embd_scale_sqrt = false;    // multiply embeddings by sqrt(n_embd) (Gemma)
   bool qk_norm = false;            // RMSNorm on each head of Q and K (Gemma 3)
   bool post_norms = false;         // RMSNorm after attention and after the FFN (Gemma 2/3)
+  bool fused_qkv = false;          // attn_qkv holds Q | K | V (Phi-3)
+  bool fused_gate_up = false;      // ffn_up holds gate | up (Phi-3)
+  bool long_rope = false;          // rope_factors_short / rope_factors_long tensors (Phi-3)
   FfnActivation ffn_act = FfnActivation::SiLU;
+  // Keys present in the file that are known and deliberately not applied, with the reason
+  // (shown by `ubatch info` and logged at load).
+  std::vector<std::string> ignored_keys;
 
   int32_t n_embd_k_gqa() const { return n_kv_head * head_dim_k; }  // K row per token
   int32_t n_embd_v_gqa() const { return n_kv_head * head_dim_v; }  // V row per token
   int32_t n_embd_q() const { return n_head * head_dim_k; }
 
-  // Reads general.architecture and the keys above; errors name the missing or bad key and
-  // unknown architectures.
+  // Reads general.architecture and the keys above. Strict: every `<arch>.*` key of the file
+  // is either read, or listed as harmless (arch.h), or refused by name — a key that may change
+  // the math is never ignored. Errors name the missing, bad or unknown key, an unsupported
+  // RoPE scaling type, head counts that do not divide, and unknown architectures.
   static Result<HParams> from_gguf(const gguf::File& file);
 };
 

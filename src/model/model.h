@@ -6,9 +6,15 @@
 // alive. The
 // forward pass is one code path for every architecture (HParams holds the differences):
 //   x = embed(tokens) [× sqrt(n_embd)]
-//   per layer: h = x + [post_norm](Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)))
-//              x = h + [post_norm](W_down · (act(W_gate·n(h)) ⊙ W_up·n(h)))
-//   logits = W_out · norm(x), only for rows with UBatch::output set.
+//   per layer: q, k, v = Wq·n(x) [+ bq], Wk·n(x) [+ bk], Wv·n(x) [+ bv]   (or one fused Wqkv)
+//              q, k = [per-head RMSNorm] then rope(·) [unless a NoPE layer]
+//              h = x + [post_norm](Wo · attn(q, k, v) [+ bo])       (softcap, sliding window)
+//              x = h + [post_norm](W_down · (act(W_gate·n(h)) ⊙ W_up·n(h)))   (or fused gate|up)
+//   logits = [softcap](W_out · norm(x)), only for rows with UBatch::output set.
+// RoPE angles may carry per-pair frequency divisors (Llama 3's rope_freqs, Phi-3's LongRoPE
+// short/long factors chosen by UBatch::n_ctx_seq) and an attention factor on cos and sin.
+//
+// Loading is strict: every tensor of the file is bound to a use, or load() fails naming it.
 // Thread-compatibility: one thread at a time calls forward(); kernels use the thread pool.
 #pragma once
 
@@ -30,11 +36,17 @@ namespace ubatch {
 struct LayerWeights {
   const float* attn_norm = nullptr;      // [n_embd]
   kernels::WeightView wq, wk, wv, wo;    // [n_embd_q, n_embd], [n_embd_k_gqa, n_embd], …, [n_embd, n_embd_q]
+                                         // (row slices of attn_qkv when fused)
+  const float* bq = nullptr;             // [n_embd_q] bias of Q, when the file has one (Qwen2)
+  const float* bk = nullptr;             // [n_embd_k_gqa]
+  const float* bv = nullptr;             // [n_embd_v_gqa]
+  const float* bo = nullptr;             // [n_embd]
   const float* q_norm = nullptr;         // [head_dim_k] (qk_norm)
   const float* k_norm = nullptr;         // [head_dim_k] (qk_norm)
   const float* post_attn_norm = nullptr; // [n_embd] (post_norms)
   const float* ffn_norm = nullptr;       // [n_embd]
   kernels::WeightView w_gate, w_up, w_down;  // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
+                                             // (gate, up: row slices of ffn_up when fused)
   const float* post_ffn_norm = nullptr;  // [n_embd] (post_norms)
 };
 
@@ -45,6 +57,10 @@ class Model {
   static Result<std::unique_ptr<Model>> load(std::shared_ptr<const gguf::File> file);
   // Opens `path` and loads it.
   static Result<std::unique_ptr<Model>> load_file(const std::string& path);
+  // Reads the hyper-parameters and binds and checks every tensor as load() does, without
+  // repacking the matrices (for `ubatch info`: fast, no memory). Same errors as load();
+  // forward() must not be called on the result.
+  static Result<std::unique_ptr<Model>> inspect(std::shared_ptr<const gguf::File> file);
 
   const HParams& hparams() const { return hp_; }
   const gguf::File& file() const { return *file_; }
@@ -56,6 +72,13 @@ class Model {
   // Bytes a decode step streams from memory: every matrix (packed where it is), the norms,
   // and not the token-embedding table unless it doubles as the output matrix.
   size_t streamed_bytes() const { return streamed_bytes_; }
+  // What of the architecture this file uses, in words, for `ubatch info` and the load log
+  // (e.g. "Q/K/V biases", "RoPE frequency factors (rope_freqs)", "LongRoPE", "NoPE layers 3, 7").
+  const std::vector<std::string>& features() const { return features_; }
+  // The RoPE frequency divisors [n_rot / 2] for a context of n_ctx_seq positions per sequence
+  // (0: the training context), or nullptr: rope_freqs when the file has it, else LongRoPE's
+  // long factors when n_ctx_seq > n_ctx_orig, else its short ones.
+  const float* rope_factors(int32_t n_ctx_seq) const;
 
   // Runs the ubatch. Every token's K/V row is written into its KV cell before attention of
   // the same layer. logits: [n_outputs, n_vocab] f32 for the rows with output set, in
@@ -64,8 +87,10 @@ class Model {
 
  private:
   Model() = default;
+  static Result<std::unique_ptr<Model>> load_impl(std::shared_ptr<const gguf::File> file, bool pack);
   Status bind_weights();
   Status pack_weights();
+  void describe_features();
 
   std::shared_ptr<const gguf::File> file_;
   HParams hp_;
@@ -73,6 +98,10 @@ class Model {
   const float* output_norm_ = nullptr;
   kernels::WeightView output_;    // [n_vocab, n_embd] (tok_embd_ when tied)
   std::vector<LayerWeights> layers_;
+  const float* rope_freqs_ = nullptr;          // [n_rot / 2] Llama 3.1+ frequency divisors
+  const float* rope_factors_short_ = nullptr;  // [n_rot / 2] LongRoPE, context <= n_ctx_orig
+  const float* rope_factors_long_ = nullptr;   // [n_rot / 2] LongRoPE, longer contexts
+  std::vector<std::string> features_;
   size_t weight_bytes_ = 0;
   size_t packed_bytes_ = 0;
   size_t streamed_bytes_ = 0;

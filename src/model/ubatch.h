@@ -15,6 +15,10 @@ struct UBatch {
   const int32_t* token = nullptr;   // token ids, each in [0, n_vocab)
   const int32_t* pos = nullptr;     // position of each token in its sequence (RoPE index)
   const uint8_t* output = nullptr;  // 1 where the caller wants this row's logits
+  // Most positions one sequence of the caller's context may reach (0: the model's training
+  // context). Only LongRoPE reads it: more than the original context selects its long factors,
+  // as the format's reference chooses by its per-sequence context size.
+  int32_t n_ctx_seq = 0;
 };
 
 // One layer's K and V storage: [n_cells, n_embd_{k,v}_gqa] elements of KvView::type,

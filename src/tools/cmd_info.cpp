@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
+#include "model/model.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_weight.h"
 #include "tools/command.h"
@@ -37,6 +38,24 @@ std::string shape_of(const gguf::TensorInfo& t) {
   return s + "]";
 }
 
+// The architecture as ubatch reads it: hyper-parameters, the features recognised, keys known
+// and not applied — or why the model would not load.
+std::string model_section(const std::unique_ptr<gguf::File>& file) {
+  std::shared_ptr<const gguf::File> shared(file.get(), [](const gguf::File*) {});  // borrowed
+  Result<std::unique_ptr<Model>> m = Model::inspect(shared);
+  if (!m) return fmt::format("\nmodel:       does not load: {}\n", m.message());
+  const HParams& hp = (*m)->hparams();
+  std::string out = fmt::format(
+      "\nmodel:       architecture {}, {} layers, n_embd {}, n_ff {}, {} heads of {} ({} KV heads), n_vocab {}, "
+      "trained context {}\n",
+      hp.arch, hp.n_layer, hp.n_embd, hp.n_ff, hp.n_head, hp.head_dim_k, hp.n_kv_head, hp.n_vocab, hp.n_ctx_train);
+  out += "features:   ";
+  for (size_t i = 0; i < (*m)->features().size(); ++i) out += (i ? "; " : " ") + (*m)->features()[i];
+  out += "\n";
+  for (const std::string& k : hp.ignored_keys) out += fmt::format("not applied: {}\n", k);
+  return out;
+}
+
 int run_info(const std::string& path, size_t max_items, bool show_tensors) {
   auto opened = gguf::File::open(path);
   if (!opened) {
@@ -51,6 +70,7 @@ int run_info(const std::string& path, size_t max_items, bool show_tensors) {
   out += fmt::format("alignment:   {}\n", f.alignment());
   out += fmt::format("tensors:     {}\n", f.tensors().size());
   out += fmt::format("data offset: {}\n", f.data_offset());
+  out += model_section(*opened);
 
   size_t key_width = 0, type_width = 0;
   for (const gguf::MetadataEntry& e : f.metadata()) {

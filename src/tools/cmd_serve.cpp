@@ -119,6 +119,12 @@ int run_serve(ServeOptions& o) {
                  "n_parallel {}, n_batch {}",
                  cfg.model_name, loaded->load_ms, engine.n_ctx(), engine.n_ctx_seq(), sched::policy_name(o.engine.policy),
                  o.engine.n_parallel, o.engine.n_batch);
+    {
+      std::string features;
+      for (const std::string& f : loaded->model->features()) features += (features.empty() ? "" : "; ") + f;
+      spdlog::info("architecture {}: {}", loaded->model->hparams().arch, features);
+      for (const std::string& k : loaded->model->hparams().ignored_keys) spdlog::info("not applied: {}", k);
+    }
     if (cfg.webui)
       spdlog::info("web page (playground, live dashboard): http://{}:{}/", cfg.host, port.value());
     const auto t_ready = std::chrono::steady_clock::now();

@@ -1,0 +1,223 @@
+// libFuzzer entry for model loading (built with -DUBATCH_FUZZ=ON; docs/FUZZING.md).
+//
+// The GGUF reader has its own target (gguf_fuzz); this one starts from *valid* files — a small
+// synthetic model of every architecture ubatch runs (arch.cpp) — and applies edits chosen by the
+// input: keys dropped, set to other numbers, types or strings (RoPE scaling types included),
+// tensors dropped, reshaped or retyped, stray keys and tensors added. Every edited file must
+// either fail Model::load with a message, or load and then run a short decode without any
+// sanitizer report: strict loading is what stands between a malformed file and the kernels.
+//
+//   scripts/fuzz.sh --seconds 300 model_load_fuzz
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "context/context.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
+#include "model/model.h"
+
+using namespace ubatch;
+using namespace ubatch::gguf;
+
+namespace {
+
+struct Key {
+  std::string name;
+  enum Kind { U32, F32, STR } kind;
+  uint32_t u = 0;
+  float f = 0;
+  std::string s;
+};
+
+struct Tensor {
+  std::string name;
+  TensorType type = TensorType::F32;
+  std::vector<int64_t> ne;
+};
+
+struct Spec {
+  std::vector<Key> keys;
+  std::vector<Tensor> tensors;
+};
+
+// A valid small model: n_embd 32, 2 heads of 16 (1 KV head), n_ff 64, vocabulary 40; layer
+// count and the architecture's own keys and tensors as a converter writes them.
+Spec make_spec(const std::string& arch) {
+  const int64_t E = 32, H = 2, KV = 1, D = arch == "qwen3" || arch == "gemma2" ? 32 : 16, F = 64, V = 40;
+  const int L = arch == "smollm3" ? 4 : 2;
+  Spec s;
+  auto k = [&](const std::string& n, uint32_t u) { s.keys.push_back({arch + "." + n, Key::U32, u, 0, ""}); };
+  auto kf = [&](const std::string& n, float f) { s.keys.push_back({arch + "." + n, Key::F32, 0, f, ""}); };
+  s.keys.push_back({"general.architecture", Key::STR, 0, 0, arch});
+  k("context_length", 128);
+  k("embedding_length", E);
+  k("block_count", L);
+  k("feed_forward_length", F);
+  k("attention.head_count", H);
+  k("attention.head_count_kv", KV);
+  kf("attention.layer_norm_rms_epsilon", 1e-6f);
+  kf("rope.freq_base", 10000.0f);
+  if (D != E / H) {
+    k("attention.key_length", D);
+    k("attention.value_length", D);
+  }
+  if (arch == "phi3") {
+    k("rope.dimension_count", D);
+    k("rope.scaling.original_context_length", 32);
+    kf("rope.scaling.attn_factor", 1.1f);
+    k("attention.sliding_window", 64);
+  }
+  if (arch == "gemma2" || arch == "gemma3") k("attention.sliding_window", 4);
+  if (arch == "gemma2") {
+    kf("attn_logit_softcapping", 5.0f);
+    kf("final_logit_softcapping", 3.0f);
+  }
+  auto t = [&](const std::string& n, std::vector<int64_t> ne) { s.tensors.push_back({n, TensorType::F32, std::move(ne)}); };
+  t("token_embd.weight", {E, V});
+  t("output_norm.weight", {E});
+  if (arch == "qwen2" || arch == "phi3") t("output.weight", {E, V});
+  if (arch == "llama") t("rope_freqs.weight", {D / 2});
+  if (arch == "phi3") {
+    t("rope_factors_short.weight", {D / 2});
+    t("rope_factors_long.weight", {D / 2});
+  }
+  for (int il = 0; il < L; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    t(b + "attn_norm.weight", {E});
+    if (arch == "phi3") {
+      t(b + "attn_qkv.weight", {E, H * D + 2 * KV * D});
+    } else {
+      t(b + "attn_q.weight", {E, H * D});
+      t(b + "attn_k.weight", {E, KV * D});
+      t(b + "attn_v.weight", {E, KV * D});
+    }
+    if (arch == "qwen2") {
+      t(b + "attn_q.bias", {H * D});
+      t(b + "attn_k.bias", {KV * D});
+      t(b + "attn_v.bias", {KV * D});
+    }
+    t(b + "attn_output.weight", {H * D, E});
+    t(b + "ffn_norm.weight", {E});
+    if (arch == "phi3") {
+      t(b + "ffn_up.weight", {E, 2 * F});
+    } else {
+      t(b + "ffn_gate.weight", {E, F});
+      t(b + "ffn_up.weight", {E, F});
+    }
+    t(b + "ffn_down.weight", {F, E});
+    if (arch == "qwen3" || arch == "gemma3") {
+      t(b + "attn_q_norm.weight", {D});
+      t(b + "attn_k_norm.weight", {D});
+    }
+    if (arch == "gemma2" || arch == "gemma3") {
+      t(b + "post_attention_norm.weight", {E});
+      t(b + "post_ffw_norm.weight", {E});
+    }
+  }
+  return s;
+}
+
+const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "smollm3"};
+// Keys the edits may add (some read, some refused): every architecture-specific one we know.
+const char* const kExtraSuffixes[] = {
+    "rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length", "rope.scaling.attn_factor",
+    "rope.freq_base_swa", "attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
+    "final_logit_softcapping", "rope.dimension_count", "attention.key_length", "vocab_size", "logit_scale",
+    "expert_count", "rope.scaling.finetuned"};
+const char* const kStrings[] = {"linear", "none", "yarn", "longrope", "llama3", "", "dynamic"};
+const TensorType kTypes[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K};
+
+std::vector<uint8_t> build(const Spec& s) {
+  Writer w(3);
+  uint32_t fill = 12345;
+  for (const Key& k : s.keys) {
+    if (k.kind == Key::U32) w.add_uint(k.name, ValueType::UINT32, k.u);
+    else if (k.kind == Key::F32) w.add_f32(k.name, k.f);
+    else w.add_string(k.name, k.s);
+  }
+  for (const Tensor& t : s.tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.ne) n *= d;
+    const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(t.type));
+    if (n <= 0 || n > (1 << 20) || tr == nullptr || n % tr->block_size != 0) continue;  // cannot be written
+    const size_t bytes = static_cast<size_t>(n / tr->block_size * tr->type_size);
+    std::vector<uint8_t> data(bytes);
+    if (t.type == TensorType::F32) {
+      for (int64_t i = 0; i < n; ++i) {  // small finite values
+        fill = fill * 1103515245u + 12345u;
+        const float v = (static_cast<float>((fill >> 8) & 0xffff) / 65535.0f - 0.5f) * 0.2f + (t.ne.size() == 1 ? 1.0f : 0.0f);
+        std::memcpy(&data[static_cast<size_t>(i) * 4], &v, 4);
+      }
+    }  // other types: zero blocks (valid: zero scales)
+    w.add_tensor(t.name, t.type, t.ne, data);
+  }
+  return w.bytes();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  Spec s = make_spec(kArchs[data[0] % 7]);
+  const std::string arch = s.keys[0].s;
+  // Edits: 3 bytes each (op, index, value).
+  for (size_t i = 1; i + 2 < size && i < 1 + 3 * 12; i += 3) {
+    const uint8_t op = data[i] % 9, idx = data[i + 1], v = data[i + 2];
+    if (op == 0 && !s.keys.empty()) {
+      s.keys.erase(s.keys.begin() + idx % s.keys.size());
+    } else if (op == 1 && !s.keys.empty()) {
+      Key& k = s.keys[idx % s.keys.size()];
+      k.kind = Key::U32;
+      k.u = v < 200 ? v : (v == 255 ? 0xffffffffu : (1u << (v - 200)));
+    } else if (op == 2 && !s.keys.empty()) {
+      Key& k = s.keys[idx % s.keys.size()];
+      k.kind = Key::F32;
+      k.f = v == 0 ? 0.0f : v == 1 ? -1.0f : v == 2 ? 1e30f : static_cast<float>(v) / 8.0f;
+    } else if (op == 3 && !s.keys.empty()) {
+      Key& k = s.keys[idx % s.keys.size()];
+      k.kind = Key::STR;
+      k.s = kStrings[v % 7];
+    } else if (op == 4 && !s.tensors.empty()) {
+      s.tensors.erase(s.tensors.begin() + idx % s.tensors.size());
+    } else if (op == 5 && !s.tensors.empty()) {
+      Tensor& t = s.tensors[idx % s.tensors.size()];
+      t.ne[v % t.ne.size()] = (v / 4) % 2 ? t.ne[v % t.ne.size()] * 2 : std::max<int64_t>(1, t.ne[v % t.ne.size()] / 2);
+    } else if (op == 6 && !s.tensors.empty()) {
+      s.tensors[idx % s.tensors.size()].type = kTypes[v % 4];
+    } else if (op == 7) {
+      const char* suffix = kExtraSuffixes[idx % 15];
+      if (v % 3 == 0) s.keys.push_back({arch + "." + suffix, Key::STR, 0, 0, kStrings[v % 7]});
+      else if (v % 3 == 1) s.keys.push_back({arch + "." + suffix, Key::U32, v, 0, ""});
+      else s.keys.push_back({arch + "." + suffix, Key::F32, 0, static_cast<float>(v) / 16.0f, ""});
+    } else if (op == 8) {
+      s.tensors.push_back({v % 2 ? "blk.0.attn_output.bias" : "stray.weight", TensorType::F32, {v % 2 ? 32 : 8}});
+    }
+  }
+  const std::vector<uint8_t> bytes = build(s);
+  Result<std::unique_ptr<File>> f = File::from_bytes(bytes.data(), bytes.size(), "fuzz");
+  if (!f) return 0;  // the writer wrote something the reader refuses (e.g. a duplicate key)
+  std::shared_ptr<const File> file(std::move(f.value()));
+  Result<std::unique_ptr<Model>> m = Model::load(file);
+  if (!m) {
+    if (m.message().empty()) __builtin_trap();  // an error must say what is wrong
+    return 0;
+  }
+  // It loaded: it must run.
+  ContextParams p;
+  p.n_ctx = 64;
+  p.n_batch = 16;
+  p.n_ubatch = 8;
+  p.n_threads = 1;
+  Result<std::unique_ptr<Context>> ctx = Context::create(std::shared_ptr<Model>(std::move(m.value())), p);
+  if (!ctx) return 0;
+  Batch b;
+  for (int32_t i = 0; i < 10; ++i) b.add(i % (*ctx)->n_vocab(), i, 0, i == 9);
+  if (!(*ctx)->decode(b).ok()) __builtin_trap();
+  // (Values are not checked: a file may legitimately hold numbers that overflow, e.g. an
+  // attention factor of 1e30; what must not happen is a crash or a sanitizer report.)
+  return 0;
+}

@@ -1,0 +1,124 @@
+#include "model/arch.h"
+
+#include <array>
+
+namespace ubatch {
+
+namespace {
+
+using kernels::RopeStyle;
+
+// One row per architecture; fields not named keep LLaMA's choice (ArchSpec's defaults).
+const std::vector<ArchSpec>& arch_table() {
+  static const std::vector<ArchSpec> table = [] {
+    std::vector<ArchSpec> t;
+    {  // LLaMA 1/2/3.x, SmolLM/SmolLM2, Mistral-style dense models. Llama 3.1+'s per-pair
+       // frequency divisors arrive as the optional `rope_freqs.weight` tensor.
+      ArchSpec a;
+      a.name = "llama";
+      a.extra_keys = {"tensor_data_layout"};  // a note on the original checkpoint layout
+      t.push_back(a);
+    }
+    {  // Qwen2 / Qwen2.5: biases on the Q, K and V projections (tensors, read when present).
+      ArchSpec a;
+      a.name = "qwen2";
+      a.rope_style = RopeStyle::NeoX;
+      t.push_back(a);
+    }
+    {  // Qwen3 (dense): per-head RMSNorm of Q and K before RoPE; head size from key_length.
+      ArchSpec a;
+      a.name = "qwen3";
+      a.rope_style = RopeStyle::NeoX;
+      a.qk_norm = true;
+      t.push_back(a);
+    }
+    {  // Phi-3 / 3.5 / 4-mini: fused QKV and gate|up, LongRoPE.
+      ArchSpec a;
+      a.name = "phi3";
+      a.rope_style = RopeStyle::NeoX;
+      a.fused_qkv = true;
+      a.fused_gate_up = true;
+      a.long_rope = true;
+      a.extra_keys = {"rope.scaling.original_context_length", "rope.scaling.attn_factor"};
+      a.ignored_keys = {{"attention.sliding_window",
+                         "Phi-3's converted files mark a window the model does not use as written; the "
+                         "format's reference runs every layer with full attention, and so do we"}};
+      t.push_back(a);
+    }
+    {  // Gemma 2: soft-capping, sliding window on alternate layers, post-norms.
+      ArchSpec a;
+      a.name = "gemma2";
+      a.rope_style = RopeStyle::NeoX;
+      a.ffn_act = FfnActivation::GeluTanh;
+      a.embd_scale_sqrt = true;
+      a.post_norms = true;
+      a.swa_pattern = 2;
+      a.swa_default_window = 4096;
+      a.gemma2_attn_scale = true;
+      a.extra_keys = {"attention.sliding_window", "attention.sliding_window_pattern",
+                      "attn_logit_softcapping", "final_logit_softcapping", "rope.freq_base_swa"};
+      t.push_back(a);
+    }
+    {  // Gemma 3: QK-norm, post-norms, 5 local : 1 global layers, own RoPE base on local layers.
+      ArchSpec a;
+      a.name = "gemma3";
+      a.rope_style = RopeStyle::NeoX;
+      a.ffn_act = FfnActivation::GeluTanh;
+      a.embd_scale_sqrt = true;
+      a.qk_norm = true;
+      a.post_norms = true;
+      a.swa_pattern = 6;
+      a.swa_own_rope_base = true;
+      a.extra_keys = {"attention.sliding_window", "attention.sliding_window_pattern", "rope.freq_base_swa",
+                      "final_logit_softcapping"};
+      t.push_back(a);
+    }
+    {  // SmolLM3: LLaMA with no RoPE on every 4th layer (NoPE; the step is fixed, no key).
+      ArchSpec a;
+      a.name = "smollm3";
+      a.nope_layer_step = 4;
+      t.push_back(a);
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+const ArchSpec* find_arch(std::string_view arch) {
+  for (const ArchSpec& a : arch_table())
+    if (a.name == arch) return &a;
+  return nullptr;
+}
+
+std::string supported_archs() {
+  std::string out;
+  for (const ArchSpec& a : arch_table()) {
+    if (!out.empty()) out += ", ";
+    out += a.name;
+  }
+  return out;
+}
+
+const std::vector<std::string_view>& common_arch_keys() {
+  static const std::vector<std::string_view> keys = {
+      "context_length", "embedding_length", "block_count", "feed_forward_length",
+      "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
+      "attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.dimension_count",
+      "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear",
+      "vocab_size",  // checked against token_embd.weight at load
+  };
+  return keys;
+}
+
+const std::vector<std::pair<std::string_view, std::string_view>>& common_ignored_keys() {
+  static const std::vector<std::pair<std::string_view, std::string_view>> keys = {
+      {"rope.scaling.original_context_length",
+       "read only by context-extension schemes (YaRN, LongRoPE); linear scaling does not use it"},
+      {"rope.scaling.finetuned", "a note on how the model was trained; no effect on the computation"},
+  };
+  return keys;
+}
+
+}  // namespace ubatch

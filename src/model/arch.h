@@ -1,0 +1,58 @@
+// The architectures ubatch runs, as data: one row per GGUF `general.architecture`, giving the
+// switches of the one forward pass (model.h) and the metadata keys each architecture may carry.
+// A new architecture adds a row here (and, only where its math truly differs, a switch in
+// HParams and a few lines in Model::forward); docs/MODELS.md says how.
+//
+// Sources: the GGUF spec's LLM keys (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md),
+// and each family's paper/model card — LLaMA (Touvron et al. 2023), Llama 3 (Meta 2024),
+// Qwen2 (Yang et al. 2024), Qwen3 (Qwen Team 2025), Phi-3 (Abdin et al. 2024) with LongRoPE
+// (Ding et al. 2024), Gemma 2 (Gemma Team 2024), Gemma 3 (Gemma Team 2025), SmolLM3
+// (Hugging Face 2025).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace ubatch {
+
+enum class FfnActivation { SiLU, GeluTanh };
+
+// What an architecture's forward pass does differently from LLaMA's.
+struct ArchSpec {
+  std::string_view name;                   // general.architecture
+  kernels::RopeStyle rope_style = kernels::RopeStyle::Normal;
+  FfnActivation ffn_act = FfnActivation::SiLU;
+  bool embd_scale_sqrt = false;            // embeddings × sqrt(n_embd) (Gemma)
+  bool qk_norm = false;                    // per-head RMSNorm of Q and K before RoPE (Gemma 3, Qwen3)
+  bool post_norms = false;                 // RMSNorm after attention and after the FFN (Gemma 2/3)
+  bool fused_qkv = false;                  // one `attn_qkv` matrix: rows Q | K | V (Phi-3)
+  bool fused_gate_up = false;              // `ffn_up` of 2·n_ff rows: gate | up (Phi-3)
+  bool long_rope = false;                  // LongRoPE short/long factors (Phi-3)
+  int swa_pattern = 0;                     // > 0: layer il is global iff il % pattern == pattern − 1,
+                                           // the others use the sliding window (Gemma 2: 2, Gemma 3: 6)
+  int swa_default_window = 0;              // window when the file gives none (Gemma 2: 4096)
+  bool swa_own_rope_base = false;          // SWA layers use `rope.freq_base_swa` (default 10000; Gemma 3)
+  int nope_layer_step = 0;                 // > 0: layer il has no RoPE iff (il + 1) % step == 0 (SmolLM3: 4)
+  bool gemma2_attn_scale = false;          // query scale 1/sqrt(n_embd / n_head) for the 46-layer (27B) model
+  // Metadata keys under `<arch>.` this architecture reads beyond the common ones (arch.cpp).
+  std::vector<std::string_view> extra_keys;
+  // Keys under `<arch>.` known to appear in real files and deliberately not applied, each with
+  // the reason (e.g. Phi-3's sliding window, which the format's reference also disables).
+  std::vector<std::pair<std::string_view, std::string_view>> ignored_keys;
+};
+
+// The row for `arch`, or nullptr when ubatch does not run it.
+const ArchSpec* find_arch(std::string_view arch);
+// "llama, qwen2, …": the supported names, for error messages and docs.
+std::string supported_archs();
+// Suffixes (after `<arch>.`) every architecture reads: sizes, heads, norms, RoPE base and
+// scaling, sliding window.
+const std::vector<std::string_view>& common_arch_keys();
+// Keys any architecture may carry that ubatch reads as notes only, with the reason.
+const std::vector<std::pair<std::string_view, std::string_view>>& common_ignored_keys();
+
+}  // namespace ubatch
