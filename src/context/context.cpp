@@ -86,7 +86,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   if (!kv) return kv.status();
   ctx->kv_ = std::move(kv.value());
   ctx->params_.n_ctx = static_cast<int32_t>(ctx->kv_->n_cells());
-  ctx->pool_ = std::make_unique<kernels::ThreadPool>(params.n_threads);
+  ctx->pool_ = std::make_unique<kernels::ThreadPool>(params.n_threads, params.cpus);
   return ctx;
 }
 

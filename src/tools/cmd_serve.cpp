@@ -119,6 +119,7 @@ int run_serve(ServeOptions& o) {
                  "n_parallel {}, n_batch {}",
                  cfg.model_name, loaded->load_ms, engine.n_ctx(), engine.n_ctx_seq(), sched::policy_name(o.engine.policy),
                  o.engine.n_parallel, o.engine.n_batch);
+    for (const std::string& line : machine_lines(o.model.n_threads)) spdlog::info("{}", line);
     if (cfg.webui)
       spdlog::info("web page (playground, live dashboard): http://{}:{}/", cfg.host, port.value());
     const auto t_ready = std::chrono::steady_clock::now();
