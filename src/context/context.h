@@ -23,7 +23,8 @@ struct ContextParams {
   float kv_cache_fraction = 0.0f;   // > 0: size the cache to this share of available memory instead
   int32_t n_batch = 2048;           // most tokens one decode() accepts
   int32_t n_ubatch = 512;           // most tokens per forward pass
-  int32_t n_threads = 0;            // 0: all hardware threads
+  int32_t n_threads = 0;            // 0: the machine's default (kernels/thread_pool.h, common/cpu_topology.h)
+  std::vector<int> cpus;            // with n_threads > 0: pin the threads to these CPUs (empty: anywhere)
   TensorType kv_type = TensorType::F16;
   int32_t kv_block_size = 16;
   // Most positions one sequence may reach (0: min(KV cells, the model's training context)).

@@ -1,6 +1,11 @@
 #include "kernels/thread_pool.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+
+#include "common/cpu_topology.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -22,11 +27,26 @@ constexpr int kSpinIterations = 2000;
 constexpr int kYieldIterations = 200;
 }
 
-ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (n_threads <= 0) n_threads = 1;
-  n_threads_ = n_threads;
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus) : cpus_(std::move(cpus)) {
+  if (n_threads <= 0) {
+    const ThreadChoice choice = default_thread_choice();
+    n_threads = choice.n_threads;
+    cpus_ = choice.cpus;
+  }
+  n_threads_ = std::max(1, n_threads);
+  for (int i = 1; i < n_threads_; ++i)
+    threads_.emplace_back([this, i] {
+      pin();
+      worker(i);
+    });
+}
+
+void ThreadPool::pin() {
+  if (cpus_.empty()) return;
+  if (Status s = pin_current_thread(cpus_); !s) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) std::fprintf(stderr, "warning: %s; threads run unpinned\n", s.message().c_str());
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -40,6 +60,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
+  if (!cpus_.empty() && pinned_caller_ != std::this_thread::get_id()) {
+    pin();
+    pinned_caller_ = std::this_thread::get_id();
+  }
   if (n_threads_ == 1) {
     fn(0, 1);
     return;

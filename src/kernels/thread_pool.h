@@ -5,6 +5,10 @@
 // a split must never change the order of any per-element reduction (batch invariance).
 // Workers spin briefly between jobs (a decode step issues hundreds of small jobs) and then
 // sleep on a condition variable. Only one thread may call run() at a time.
+//
+// Placement: given CPUs (a heterogeneous CPU's fast cores, common/cpu_topology.h), every worker
+// is pinned to them (the set, not one CPU each: the OS still balances within it), and so is
+// each thread that calls run(), on its first call (it computes share 0).
 #pragma once
 
 #include <atomic>
@@ -19,13 +23,17 @@ namespace ubatch::kernels {
 
 class ThreadPool {
  public:
-  // n_threads <= 0 means one per hardware thread.
-  explicit ThreadPool(int n_threads = 0);
+  // n_threads <= 0: the machine's default, threads and CPUs (default_thread_choice() of
+  // common/cpu_topology.h: one per physical core, on a heterogeneous CPU the fast ones).
+  // `cpus` non-empty: pin there (see above); a refusal by the OS is logged once on stderr and
+  // the threads run unpinned.
+  explicit ThreadPool(int n_threads = 0, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int n_threads() const { return n_threads_; }
+  const std::vector<int>& cpus() const { return cpus_; }  // where the threads are pinned (empty: anywhere)
   void run(const std::function<void(int ith, int nth)>& fn);
 
   // Splits [0, n) into nth near-equal contiguous ranges; returns thread ith's [begin, end).
@@ -37,8 +45,11 @@ class ThreadPool {
 
  private:
   void worker(int ith);
+  void pin();  // the calling thread, to cpus_
 
   int n_threads_;
+  std::vector<int> cpus_;
+  std::thread::id pinned_caller_;  // the last thread run() pinned
   std::vector<std::thread> threads_;
   const std::function<void(int, int)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};

@@ -1,5 +1,6 @@
 #include "server/errors.h"
 
+#include <algorithm>
 
 namespace ubatch::server {
 
@@ -66,7 +67,11 @@ void send_json(http::Response& res, int status, const nlohmann::json& body) {
 
 void send_error(http::Response& res, const ApiError& e) {
   send_json(res, e.status, error_json(e));
-  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  set_retry_after(res, e);
+}
+
+void set_retry_after(http::Response& res, const ApiError& e) {
+  if (e.status == 503 || e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(std::max(1, e.retry_after_s)));
 }
 
 }  // namespace ubatch::server

@@ -17,8 +17,12 @@ struct ApiError {
   std::string type = "invalid_request_error";  // OpenAI error type
   std::string param;                         // request field at fault ("" → null)
   std::string code;                          // machine-readable code ("" → null)
-  int retry_after_s = 0;                     // > 0: sent as a Retry-After header
+  int retry_after_s = 0;                     // Retry-After seconds (every 503 sends one: 0 → 1)
 };
+
+// Retry-After for a server that is draining: it never takes another request, and a restart
+// (or a balancer's failover) takes seconds.
+inline constexpr int kDrainingRetryAfterS = 5;
 
 // 400 invalid_request_error for request field `param`.
 ApiError invalid_request(std::string message, std::string param = {}, std::string code = "invalid_value");
@@ -29,7 +33,7 @@ ApiError unauthorized(std::string message);
 ApiError not_found(std::string message);
 ApiError too_large(std::string message);
 ApiError server_error(std::string message);
-ApiError unavailable(std::string message, int retry_after_s = 0);
+ApiError unavailable(std::string message, int retry_after_s = 1);
 // 504 deadline_exceeded (type and code): the request's deadline passed before its first token.
 ApiError deadline_exceeded(std::string message);
 // 503 unavailable_error, code deadline_unattainable: refused at admission, the deadline
@@ -45,7 +49,10 @@ std::string dump_json(const nlohmann::json& j);
 
 // Sets res to status + JSON body (Content-Type application/json).
 void send_json(http::Response& res, int status, const nlohmann::json& body);
-// Sets res to the error (status, JSON body, Retry-After when set).
+// Sets res to the error (status, JSON body, and retry_after()).
 void send_error(http::Response& res, const ApiError& e);
+// Sets Retry-After on res (RFC 9110 §10.2.3) when e is a 503 or has retry_after_s > 0:
+// e.retry_after_s seconds, at least 1. Every 503 the server sends carries one.
+void set_retry_after(http::Response& res, const ApiError& e);
 
 }  // namespace ubatch::server

@@ -50,6 +50,8 @@ struct ServerConfig {
   double send_timeout_s = 30;      // a write stalled this long closes the connection
   size_t max_connections = 8192;   // open connections; more are accepted and closed at once
   size_t stream_buffer = 1u << 20; // streamed bytes queued for a slow reader before it is cut off
+  double stream_keepalive_s = 5;   // a stream silent this long sends its head, then ": keep-alive"
+                                   // comments (sse.h), so proxies' idle timeouts do not cut it; 0: off
   std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); empty: no CORS
   std::string model_name;          // id in /v1/models and in responses
   std::string chat_template;       // "" : the model's template, else a family guessed from its vocabulary

@@ -33,7 +33,8 @@ ApiError submit_error(const sched::Engine::Submitted& s) {
     case sched::SubmitError::Code::TooLong:
       return invalid_request(s.error_message, "max_tokens", "context_length_exceeded");
     case sched::SubmitError::Code::Invalid: return invalid_request(s.error_message);
-    case sched::SubmitError::Code::ShuttingDown: return unavailable("the server is shutting down: " + s.error_message);
+    case sched::SubmitError::Code::ShuttingDown:
+      return unavailable("the server is shutting down: " + s.error_message, kDrainingRetryAfterS);
     case sched::SubmitError::Code::DeadlineUnattainable: return deadline_unattainable(s.error_message);
   }
   return server_error(s.error_message);
@@ -88,6 +89,18 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
 
   // Wires the exchange and the stream to this job; events already queued are pumped at once.
   void start() {
+    if (streaming_) {
+      // The event stream; its head goes out with the first event, or earlier as keep-alive
+      // (sse.h) while the request waits for its first token.
+      http::Response head;
+      head.status = 200;
+      head.set_header("Content-Type", std::string(kSseContentType));
+      head.set_header("Cache-Control", "no-cache");
+      head.set_header("X-Accel-Buffering", "no");
+      const auto keepalive = std::chrono::milliseconds(static_cast<int64_t>(state_.config.stream_keepalive_s * 1000));
+      sse_ = std::make_shared<SseStream>(ex_, std::move(head), keepalive);
+      sse_->arm();
+    }
     ex_->on_abort([self = shared_from_this()](http::AbortReason why) { self->abort(why); });
     // The engine thread calls the waker after each push: it posts at most one pump at a time
     // to the connection's strand, never blocks, and holds this job only weakly.
@@ -127,8 +140,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     ex_->respond(std::move(res));
   }
 
-  // Streamed: the response (status 200) starts with the first token; until then the request
-  // may still end with a deadline outcome, which is an HTTP error (deadline_outcome).
+  // Streamed: the response (status 200) starts with the first token, or earlier with keep-alive
+  // comments; until it has started, a deadline outcome is an HTTP error (deadline_outcome),
+  // after that an error event.
   void on_stream_event(sched::Event ev) {
     if (!stream_started_) {
       if (ev.kind == sched::Event::Kind::Finish) {
@@ -140,6 +154,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
         if (std::optional<ApiError> e = deadline_outcome(ev, finishes_)) {
           end();
           log_done(stream_->id(), ev);
+          if (sse_->started()) return end_with_error(*e);
           http::Response res;
           send_error(res, *e);
           return ex_->respond(std::move(res));
@@ -155,12 +170,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   bool begin_stream() {
     stream_started_ = true;
     state_.counters.streams_active++;
-    http::Response head;
-    head.status = 200;
-    head.set_header("Content-Type", std::string(kSseContentType));
-    head.set_header("Cache-Control", "no-cache");
-    head.set_header("X-Accel-Buffering", "no");
-    ex_->start_stream(std::move(head));
+    sse_->start();
     if (chat_)
       for (int32_t i = 0; i < n_; ++i)
         if (!write(sse_frame(builder_.role(i)))) return false;
@@ -178,13 +188,13 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
       case sched::Event::Kind::Done: {
         end();
         log_done(stream_->id(), ev);
+        // The stream has started (status 200 is sent): a failure is an error event.
         if (!ev.error.empty()) {
-          // The stream has started (status 200 is sent): report the failure as an error frame.
-          write(sse_frame(error_json(server_error(ev.error))));
-        } else {
-          if (include_usage_ && !write(sse_frame(builder_.usage(ev)))) return false;
-          if (!write(std::string(kSseDone))) return false;
+          end_with_error(server_error(ev.error));
+          return true;
         }
+        if (include_usage_ && !write(sse_frame(builder_.usage(ev)))) return false;
+        if (!write(std::string(kSseDone))) return false;
         end_stream();
         return true;
       }
@@ -192,14 +202,21 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     return true;
   }
 
-  bool write(const std::string& frame) { return ex_->write(frame); }  // false once aborted
+  bool write(const std::string& frame) { return sse_->write(frame); }  // false once aborted
 
   void end_stream() {
     if (stream_started_ && !stream_counted_out_) {
       stream_counted_out_ = true;
       state_.counters.streams_active--;
     }
-    ex_->end_stream();
+    sse_->end();
+  }
+
+  // The last event of a stream whose head is out: the error (as the unstreamed response's
+  // body), then [DONE].
+  void end_with_error(const ApiError& e) {
+    if (write(sse_frame(error_json(e)))) write(std::string(kSseDone));
+    end_stream();
   }
 
   // Done seen: nothing is left to cancel; later events are not read.
@@ -226,13 +243,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
         break;
       case http::AbortReason::ShuttingDown: {
         spdlog::info("request {:x}: the server is shutting down, cancelled", stream_->id());
-        ApiError e = unavailable("the server is shutting down; the request was cancelled");
+        ApiError e = unavailable("the server is shutting down; the request was cancelled", kDrainingRetryAfterS);
         e.code = "shutting_down";
-        if (stream_started_) {
-          // The final event of a cut stream: an error frame, then [DONE].
-          ex_->write(sse_frame(error_json(e)));
-          ex_->write(std::string(kSseDone));
-          end_stream();
+        if (sse_ && sse_->started()) {
+          end_with_error(e);  // the final event of a cut stream
         } else {
           http::Response res;
           send_error(res, e);
@@ -253,6 +267,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   const bool include_usage_;
   CompletionAccumulator acc_;       // non-streamed
   ChunkBuilder builder_;            // streamed
+  std::shared_ptr<SseStream> sse_;  // streamed
   std::vector<sched::Event> early_;     // streamed: Finish events before the first token
   std::vector<sched::Event> finishes_;  // Finish events (deadline outcome)
   bool stream_started_ = false;
@@ -274,7 +289,7 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
       if (pending && std::uncaught_exceptions() == 0) ex->respond(std::move(res));
     }
   } answer{ex, res};
-  if (state.draining) return send_error(res, unavailable("the server is shutting down"));
+  if (state.draining) return send_error(res, unavailable("the server is shutting down", kDrainingRetryAfterS));
   const Backend* b = state.backend.load();
   if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
   if (endpoint == Endpoint::ChatCompletions && !b->chat_template_error.empty())

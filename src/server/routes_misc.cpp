@@ -25,18 +25,18 @@ const Backend* require_backend(ServerState& state, http::Response& res) {
 void health(ServerState& state, http::Response& res) {
   if (state.draining) {
     // Shutting down: a load balancer takes the server out while running requests finish.
-    ApiError e = unavailable("the server is shutting down");
+    ApiError e = unavailable("the server is shutting down", kDrainingRetryAfterS);
     json body = error_json(e);
     body["status"] = "draining";
-    return send_json(res, 503, body);
+    send_json(res, 503, body);
+    return set_retry_after(res, e);
   }
   if (!state.backend.load()) {
     ApiError e = unavailable("the model is loading", 1);
     json body = error_json(e);
     body["status"] = "loading";
     send_json(res, 503, body);
-    res.set_header("Retry-After", "1");
-    return;
+    return set_retry_after(res, e);
   }
   // Saturated: the admission queue is full, the next request would get 503 queue_full. A
   // load balancer's health check takes the replica out of rotation until it has room again.
@@ -48,8 +48,7 @@ void health(ServerState& state, http::Response& res) {
     json body = error_json(e);
     body["status"] = "saturated";
     send_json(res, 503, body);
-    res.set_header("Retry-After", "1");
-    return;
+    return set_retry_after(res, e);
   }
   send_json(res, 200, {{"status", "ok"}});
 }

@@ -194,7 +194,7 @@ void dashboard_events(ServerState& state, const std::shared_ptr<std::atomic<int>
     send_error(res, e);
     ex->respond(std::move(res));
   };
-  if (state.draining) return refuse(unavailable("the server is shutting down"));
+  if (state.draining) return refuse(unavailable("the server is shutting down", kDrainingRetryAfterS));
   const Backend* b = state.backend.load();
   if (!b) return refuse(unavailable("the model is loading; retry shortly", 1));
   const std::string range = fmt::format("'interval_ms' must be an integer in [{}, {}]", DashboardFeed::kMinIntervalMs,

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "bench/args.h"
+#include "common/cpu_topology.h"
 #include "bench/int8_peak.h"
 #include "bench/llm_bench.h"
 #include "bench/membw.h"
@@ -59,6 +60,14 @@ bool ok_or_print(const Result<T>& r) {
   return r.is_ok();
 }
 
+// Where a pool of `t` threads runs: where serve and run would put it (the fast cores of a
+// heterogeneous CPU) when --threads was not given and t is the default count; else anywhere.
+std::vector<int> bench_cpus(const BenchCliOptions& o, int64_t t) {
+  if (!o.threads.empty()) return {};
+  const ThreadChoice c = default_thread_choice();
+  return t == c.n_threads ? c.cpus : std::vector<int>{};
+}
+
 // The machine probes that need no model, unless --no-roofline: memory read bandwidth with the
 // largest thread count (or --bw-gbps), then the int8 peaks per thread count. False on error
 // (printed).
@@ -72,7 +81,7 @@ bool probe_machine(const BenchCliOptions& o, const std::set<int64_t>& thread_cou
     m.bandwidth.gbps = o.bw_gbps;
     m.bandwidth_given = true;
   } else if (!o.no_roofline) {
-    kernels::ThreadPool pool(static_cast<int>(*thread_counts.rbegin()));
+    kernels::ThreadPool pool(static_cast<int>(*thread_counts.rbegin()), bench_cpus(o, *thread_counts.rbegin()));
     const size_t bytes = o.bw_mib > 0 ? static_cast<size_t>(o.bw_mib) << 20 : default_bandwidth_buffer_bytes();
     fmt::print(stderr, "bench: measuring memory read bandwidth ({} MiB, {} threads)...\n", bytes >> 20, pool.n_threads());
     Result<BandwidthResult> bw = measure_read_bandwidth(pool, bytes, o.probe_runs);
@@ -81,7 +90,7 @@ bool probe_machine(const BenchCliOptions& o, const std::set<int64_t>& thread_cou
   }
   if (o.no_roofline) return true;
   for (int64_t t : thread_counts) {
-    kernels::ThreadPool pool(static_cast<int>(t));
+    kernels::ThreadPool pool(static_cast<int>(t), bench_cpus(o, t));
     fmt::print(stderr, "bench: measuring int8 multiply-accumulate peaks ({} threads)...\n", pool.n_threads());
     Result<Int8Peaks> peaks = measure_int8_peaks(pool, o.probe_runs);
     if (!ok_or_print(peaks)) return false;
@@ -171,7 +180,8 @@ int run_bench(const BenchCliOptions& o) {
   auto n_gen = parse_int_list(o.n_gen, "-n/--n-gen", 0, kMaxLen);
   auto pp = parse_int_list(o.pp, "--pp", 0, kMaxLen);
   auto tg = parse_int_list(o.tg, "--tg", 0, kMaxLen);
-  auto threads = parse_int_list(o.threads.empty() ? std::to_string(hw) : o.threads, "--threads", 1, 4096);
+  auto threads = parse_int_list(o.threads.empty() ? std::to_string(default_thread_choice().n_threads) : o.threads,
+                                "--threads", 1, 4096);
   auto n_batch = parse_int_list(o.n_batch, "--n-batch", 1, kMaxLen);
   auto n_ubatch = parse_int_list(o.n_ubatch, "--n-ubatch", 1, kMaxLen);
   if (!ok_or_print(n_prompt) || !ok_or_print(n_gen) || !ok_or_print(pp) || !ok_or_print(tg) ||
@@ -218,7 +228,7 @@ int run_bench(const BenchCliOptions& o) {
       p.peak.n_threads = p.n_threads;
       m.peak_given = true;
     } else if (!o.no_roofline) {
-      kernels::ThreadPool pool(p.n_threads);
+      kernels::ThreadPool pool(p.n_threads, bench_cpus(o, p.n_threads));
       fmt::print(stderr, "bench: measuring matmul peak ({} threads)...\n", pool.n_threads());
       Result<ComputePeak> peak = measure_matmul_peak(*model, pool, o.probe_runs);
       if (!ok_or_print(peak)) return 1;
@@ -259,6 +269,7 @@ int run_bench(const BenchCliOptions& o) {
     cp.n_batch = cfg.n_batch;
     cp.n_ubatch = cfg.n_ubatch;
     cp.n_threads = cfg.n_threads;
+    cp.cpus = bench_cpus(o, cfg.n_threads);
     cp.kv_type = bo.kv_type;
     Result<std::unique_ptr<Context>> ctx = Context::create(model, cp);
     if (!ok_or_print(ctx)) return 1;
@@ -295,7 +306,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("-B,--batch-sizes", o->batch_sizes,
                  "batched runs: sequences run together, comma list (e.g. 1,2,4,8,16,32); with -B, -p/-n run only when given");
   sub.add_option("-r,--repetitions", o->reps, "repetitions of each test")->capture_default_str()->check(CLI::Range(1, 1000));
-  sub.add_option("-t,--threads", o->threads, "thread counts, comma list (default: all cores)");
+  sub.add_option("-t,--threads", o->threads, "thread counts, comma list (default: as serve and run choose, see `ubatch info`)");
   sub.add_option("-b,--n-batch", o->n_batch, "logical batch sizes, comma list")->capture_default_str();
   sub.add_option("-u,--n-ubatch", o->n_ubatch, "micro-batch sizes, comma list")->capture_default_str();
   sub.add_option("--kv-type", o->kv_type, "KV cache storage type")->capture_default_str()

@@ -1,6 +1,8 @@
 // `ubatch info [MODEL]`: what a GGUF file holds — header, every metadata key with its type and
 // value (long arrays summarised), the tensor table, and totals (parameters, bytes per type).
 // Reads nothing but the header and metadata pages: tensor data is mapped, never touched.
+// Ends with this machine: its CPU topology, the default compute threads and why, the CPU
+// features and the kernel level.
 // Exit status 0, or 1 with the reader's error on stderr.
 #include <cstdio>
 #include <map>
@@ -13,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed_weight.h"
 #include "tools/command.h"
+#include "tools/options.h"
 
 namespace ubatch::tools {
 namespace {
@@ -138,12 +141,14 @@ int run_info(const std::string& path, size_t max_items, bool show_tensors) {
                        "they came from are released\n",
                        human_bytes(static_cast<double>(matrix_file)), human_bytes(static_cast<double>(matrix_packed)),
                        100.0 * (static_cast<double>(matrix_packed) / static_cast<double>(matrix_file) - 1.0));
-  // The kernels this machine would run the model with (UBATCH_SIMD caps it).
+  // The kernels this machine would run the model with (UBATCH_SIMD caps it), and its threads.
   std::string lowered;
   const kernels::SimdLevel level = kernels::matmul_simd_level(&lowered);
   const char* reason = !lowered.empty() ? lowered.c_str() : kernels::simd_level_reason();
   out += fmt::format("matmul SIMD level on this machine: {}{}{}{} (this build: {})\n", kernels::simd_level_name(level),
                      *reason ? " (" : "", reason, *reason ? ")" : "", kernels::simd_level_names());
+  out += "\nthis machine:\n";
+  for (const std::string& line : machine_lines(0)) out += "  " + line + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

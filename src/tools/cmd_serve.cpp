@@ -125,6 +125,7 @@ int run_serve(ServeOptions& o) {
       spdlog::info("architecture {}: {}", loaded->model->hparams().arch, features);
       for (const std::string& k : loaded->model->hparams().ignored_keys) spdlog::info("not applied: {}", k);
     }
+    for (const std::string& line : machine_lines(o.model.n_threads)) spdlog::info("{}", line);
     if (cfg.webui)
       spdlog::info("web page (playground, live dashboard): http://{}:{}/", cfg.host, port.value());
     const auto t_ready = std::chrono::steady_clock::now();
@@ -204,6 +205,11 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_option("--stream-buffer", s.stream_buffer,
                  "bytes of a stream queued for a slow reader before its request is cancelled")
       ->capture_default_str()->check(CLI::Range(size_t{4096}, size_t{1} << 30));
+  sub.add_option("--stream-keepalive", s.stream_keepalive_s,
+                 "seconds a stream may stay silent (queued, prefilling a long prompt, preempted) before it sends "
+                 "its status and headers and then a ': keep-alive' comment, again after each such silence, so "
+                 "that a proxy's idle timeout does not cut it (0: off)")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   sub.add_option("--cors-origin", s.cors_origins,
                  "browser origin allowed to call the API (repeat, or comma-separate; '*': any); default none")
       ->delimiter(',');

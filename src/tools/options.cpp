@@ -11,6 +11,7 @@
 
 #include <cstdio>
 
+#include "common/cpu_topology.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 
@@ -19,7 +20,10 @@ namespace ubatch::tools {
 void add_model_options(CLI::App& app, ModelOptions& o) {
   o.model = default_model_path();
   app.add_option("-m,--model", o.model, "GGUF model file")->capture_default_str();
-  app.add_option("-t,--threads", o.n_threads, "worker threads (0: all cores)")->capture_default_str()
+  app.add_option("-t,--threads", o.n_threads,
+                 "compute threads (0: one per physical core; on a CPU with big and little cores, one per big core, "
+                 "pinned there; `ubatch info` shows the choice)")
+      ->capture_default_str()
       ->check(CLI::Range(0, 256));
   app.add_option("-c,--n-ctx", o.n_ctx,
                  "KV cache capacity in tokens, all sequences (0: min(4096, trained context) per parallel "
@@ -144,6 +148,38 @@ std::string perf_weights_line(const Model& model) {
                      static_cast<double>(model.weight_bytes()) / 1048576.0,
                      static_cast<double>(model.packed_bytes()) / 1048576.0,
                      kernels::simd_level_name(kernels::matmul_simd_level()), rss);
+}
+
+std::vector<std::string> machine_lines(int32_t requested_threads) {
+  std::vector<std::string> out;
+  std::string topology;
+  const ThreadChoice choice = default_thread_choice(&topology);
+  out.push_back("cpu topology: " + topology);
+  if (requested_threads > 0)
+    out.push_back(fmt::format("compute: {} thread{} (--threads; the default here: {})", requested_threads,
+                              requested_threads == 1 ? "" : "s", choice.reason));
+  else
+    out.push_back(fmt::format("compute: {} (default; --threads overrides)", choice.reason));
+  const kernels::CpuFeatures& f = kernels::cpu_features();
+  std::string features;
+  auto add = [&](bool on, const char* name) {
+    if (on) features += (features.empty() ? "" : " ") + std::string(name);
+  };
+  add(f.avx2, "avx2+fma+f16c");
+  add(f.avx512, "avx512f/bw/vl/dq");
+  add(f.avx512_vnni, "avx512_vnni");
+  add(f.avx_vnni, "avx_vnni");
+  add(f.amx_int8, "amx_int8");
+  add(f.os_amx, "os_amx");
+  add(f.neon, "neon");
+  add(f.dotprod, "dotprod");
+  add(f.i8mm, "i8mm");
+  std::string lowered;
+  const kernels::SimdLevel level = kernels::matmul_simd_level(&lowered);
+  const std::string why = !lowered.empty() ? lowered : kernels::simd_level_reason();
+  out.push_back(fmt::format("cpu features: {}; kernel level: {}{}", features.empty() ? "none the kernels use" : features,
+                            kernels::simd_level_name(level), why.empty() ? "" : " (" + why + ")"));
+  return out;
 }
 
 }  // namespace ubatch::tools

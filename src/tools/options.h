@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,7 +17,7 @@ namespace ubatch::tools {
 
 struct ModelOptions {
   std::string model;               // -m
-  int32_t n_threads = 0;           // --threads (0: all cores)
+  int32_t n_threads = 0;           // --threads (0: the default of common/cpu_topology.h)
   int32_t n_ctx = 0;               // --n-ctx (0: automatic, see ctx_sequences)
   int32_t ctx_sequences = 1;       // with n_ctx 0: auto_kv_cells(ctx_sequences, ...) (serve:
                                    // its --n-parallel)
@@ -53,6 +54,11 @@ std::string perf_weights_line(const Model& model);
 // The chat template to format conversations with: the model's `tokenizer.chat_template`, or
 // when it has none, the family of its architecture (gemma3 → "gemma"), else "".
 std::string chat_template_for(const Model& model, const Tokenizer& tokenizer);
+
+// What the compute runs on, for the start-up log and `ubatch info`, one item per string: the
+// CPU topology found (common/cpu_topology.h), the compute threads — `requested_threads` > 0:
+// --threads, else the default and why — and the CPU features and kernel level the matmul runs at.
+std::vector<std::string> machine_lines(int32_t requested_threads);
 
 // Parses "1,2,3" (commas or spaces) into ids; errors name the bad item.
 Result<std::vector<int32_t>> parse_id_list(const std::string& text);

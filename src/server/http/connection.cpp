@@ -396,18 +396,18 @@ void Connection::dispatch() {
 
 // --- answering -----------------------------------------------------------------------------
 
-void Connection::send_head(Response& res, size_t body_length, bool chunked) {
+void Connection::send_head(Response& res, Framing framing, size_t body_length) {
   const Request& r = exchange_->req_;
   core_->cors.decorate(r, res);
   if (core_->stopping || core_->draining) keep_alive_ = false;
   head_sent_ = true;
   if (core_->hooks.on_response) core_->hooks.on_response(r, res.status);
-  queue_write(serialize_head(res, body_length, chunked, keep_alive_));
+  queue_write(serialize_head(res, framing, body_length, keep_alive_));
 }
 
 void Connection::respond(Response res) {
   if (!exchange_ || head_sent_) return;
-  send_head(res, res.body.size(), false);
+  send_head(res, Framing::Length, res.body.size());
   if (!head_only_ && !res.body.empty()) queue_write(std::move(res.body));
   exchange_->answered = true;
   exchange_->abort_ = nullptr;
@@ -430,7 +430,7 @@ void Connection::fail(int status, const std::string& message) {
     Response res = core_->error_response(status, message, nullptr);
     head_sent_ = true;
     if (core_->hooks.on_response) core_->hooks.on_response(Request{}, status);
-    queue_write(serialize_head(res, res.body.size(), false, false) + res.body);
+    queue_write(serialize_head(res, Framing::Length, res.body.size(), false) + res.body);
     close_after_ = true;
     phase_ = Phase::Handling;
     if (!writing_) on_drained();
@@ -442,9 +442,12 @@ void Connection::fail(int status, const std::string& message) {
 void Connection::start_stream(Response head) {
   if (!exchange_ || head_sent_) return;
   streaming_ = true;
+  // HTTP/1.1: chunked. HTTP/1.0 knows no chunked coding: the body ends when the connection
+  // closes, so the head says neither Content-Length nor Transfer-Encoding (RFC 9112 §6.3,
+  // rule 8) — a proxy speaking HTTP/1.0 upstream (nginx's default) then reads it whole.
   chunked_ = exchange_->req_.version >= 11;
-  if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends with the connection
-  send_head(head, 0, chunked_);
+  if (!chunked_) keep_alive_ = false;
+  send_head(head, chunked_ ? Framing::Chunked : Framing::UntilClose, 0);
 }
 
 bool Connection::write_chunk(std::string_view data) {

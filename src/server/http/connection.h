@@ -88,7 +88,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void dispatch();
   void refuse(Response res);                 // answer before the body was read, then close
   void fail(int status, const std::string& message);  // transport error, then close
-  void send_head(Response& res, size_t body_length, bool chunked);
+  void send_head(Response& res, Framing framing, size_t body_length);
   void queue_write(std::string bytes);
   void flush();
   void on_write(boost::system::error_code ec);

@@ -45,7 +45,7 @@ const char* status_reason(int status) {
   }
 }
 
-std::string serialize_head(const Response& res, size_t body_length, bool chunked, bool keep_alive) {
+std::string serialize_head(const Response& res, Framing framing, size_t body_length, bool keep_alive) {
   std::string out = fmt::format("HTTP/1.1 {} {}\r\n", res.status, status_reason(res.status));
   for (const auto& [name, value] : res.headers) {
     if (iequals(name, "Content-Length") || iequals(name, "Transfer-Encoding") || iequals(name, "Connection")) continue;
@@ -54,10 +54,11 @@ std::string serialize_head(const Response& res, size_t body_length, bool chunked
     out += value;
     out += "\r\n";
   }
-  if (chunked)
+  if (framing == Framing::Chunked)
     out += "Transfer-Encoding: chunked\r\n";
-  else if (has_body(res.status))
+  else if (framing == Framing::Length && has_body(res.status))
     out += fmt::format("Content-Length: {}\r\n", body_length);
+  if (framing == Framing::UntilClose) keep_alive = false;
   out += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
   return out;
 }

@@ -33,9 +33,19 @@ struct Response {
 // The reason phrase of a status ("OK", "Not Found", …; "Unknown" for codes it does not know).
 const char* status_reason(int status);
 
-// "HTTP/1.1 <status> <reason>\r\n", the fields of res, then the framing: "Content-Length"
-// (`body_length`, unless `chunked` or the status has no body: 1xx, 204, 304), or
-// "Transfer-Encoding: chunked"; "Connection: keep-alive" or "close"; and the blank line.
-std::string serialize_head(const Response& res, size_t body_length, bool chunked, bool keep_alive);
+// How the end of a response body is marked (RFC 9112 §6.3).
+enum class Framing {
+  Length,      // Content-Length: the body's exact size (every whole response)
+  Chunked,     // Transfer-Encoding: chunked (a stream to an HTTP/1.1 client)
+  UntilClose,  // neither: the body ends when the server closes the connection (a stream to an
+               // HTTP/1.0 client, which knows no chunked coding); always with Connection: close
+};
+
+// "HTTP/1.1 <status> <reason>\r\n", the fields of res, then the framing: "Content-Length:
+// <body_length>" (Length; not for a status that has no body: 1xx, 204, 304),
+// "Transfer-Encoding: chunked" (Chunked) or nothing (UntilClose); "Connection: keep-alive" or
+// "close" (always "close" for UntilClose); and the blank line. The framing and Connection
+// fields of res.headers are never copied: the connection alone decides them.
+std::string serialize_head(const Response& res, Framing framing, size_t body_length, bool keep_alive);
 
 }  // namespace ubatch::server::http
