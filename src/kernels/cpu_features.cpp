@@ -109,8 +109,10 @@ const CpuFeatures& cpu_features() {
     CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+    // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c".
+    unsigned l1a = 0, l1b = 0, l1c = 0, l1d = 0;
+    const bool f16c = __get_cpuid(1, &l1a, &l1b, &l1c, &l1d) && (l1c & (1u << 29));
+    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
