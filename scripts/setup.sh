@@ -21,7 +21,7 @@ done
 
 PACKAGES=(build-essential cmake ninja-build pkg-config python3 python3-pip
   libcli11-dev nlohmann-json3-dev libboost-dev libssl-dev libspdlog-dev libfmt-dev
-  libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libxxhash-dev libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-yaml clang libclang-rt-dev)
 # python3-yaml: docs/openapi.yaml → the /openapi.json the server embeds (build step).
 # clang + libclang-rt-dev: the libFuzzer targets (scripts/fuzz.sh, docs/FUZZING.md).
