@@ -1,5 +1,7 @@
 // `ubatch info [MODEL]`: what a GGUF file holds — header, every metadata key with its type and
-// value (long arrays summarised), the tensor table, and totals (parameters, bytes per type).
+// value (long arrays summarised), the tensor table, totals (parameters, bytes per type), and
+// the tokenizer its vocabulary builds (model, pre-tokenizer, BOS/EOS/EOT/EOM, end-of-generation
+// ids).
 // Reads nothing but the header and metadata pages: tensor data is mapped, never touched.
 // Exit status 0, or 1 with the reader's error on stderr.
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_weight.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/command.h"
 
 namespace ubatch::tools {
@@ -35,6 +38,28 @@ std::string shape_of(const gguf::TensorInfo& t) {
   std::string s = "[";
   for (int d = 0; d < t.n_dims; ++d) s += fmt::format("{}{}", d ? ", " : "", t.ne[d]);
   return s + "]";
+}
+
+// The tokenizer the file's vocabulary builds (or why it does not): its model and
+// pre-tokenizer, and the special ids that start and end a text or a turn.
+std::string tokenizer_section(const gguf::File& f) {
+  if (!f.find("tokenizer.ggml.model")) return "\ntokenizer: none (no tokenizer.ggml.model)\n";
+  auto tok = Tokenizer::from_gguf(f);
+  if (!tok) return fmt::format("\ntokenizer: not loadable: {}\n", tok.message());
+  const Tokenizer& t = **tok;
+  const std::string& model = t.model_name();
+  const char* kind = model == "llama" ? "SPM" : model == "gpt2" ? "byte-level BPE" : "WordPiece";
+  auto id = [&](int32_t v) {
+    return v < 0 ? std::string("-") : fmt::format("{} {}", v, t.token_to_piece(v, /*special=*/true));
+  };
+  std::string out = fmt::format("\ntokenizer: {} ({}), {} tokens", model, kind, t.n_vocab());
+  if (!t.pre_tokenizer().empty()) out += fmt::format(", pre-tokenizer {}", t.pre_tokenizer());
+  out += fmt::format("\n  bos {}{}; eos {}; eot {}; eom {}\n", id(t.bos()),
+                     t.add_bos_default() ? " (added)" : "", id(t.eos()), id(t.eot()), id(t.eom()));
+  std::string eog;
+  for (int32_t v : t.eog_ids()) eog += fmt::format("{}{}", eog.empty() ? "" : ", ", id(v));
+  out += fmt::format("  end of generation: {}\n", eog.empty() ? "none" : eog);
+  return out;
 }
 
 int run_info(const std::string& path, size_t max_items, bool show_tensors) {
@@ -101,6 +126,7 @@ int run_info(const std::string& path, size_t max_items, bool show_tensors) {
     out += fmt::format("  {:<5}  {:>4} tensors  {:>12} parameters  {:>12}  ({:.1f}%)\n", name,
                        tt.n_tensors, tt.n_elements, human_bytes(static_cast<double>(tt.n_bytes)),
                        n_bytes ? 100.0 * static_cast<double>(tt.n_bytes) / static_cast<double>(n_bytes) : 0.0);
+  out += tokenizer_section(f);
   // What loading costs in memory: the matrices a model multiplies by (2-D tensors, without
   // token_embd.weight when output.weight exists) are repacked for the kernels
   // (kernels/packed_weight.h) and their file pages released; the rest stays mapped.
