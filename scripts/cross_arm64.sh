@@ -86,7 +86,7 @@ apt_install() {
 # Boost.Beast/Asio headers) are architecture-independent: the host's packages serve both builds.
 HOST_PACKAGES=(g++-aarch64-linux-gnu qemu-user nlohmann-json3-dev libcli11-dev libboost-dev)
 TARGET_PACKAGES=(libfmt-dev libspdlog-dev libgtest-dev libgmock-dev libpcre2-dev libxxhash-dev
-  libssl-dev)
+  libssl-dev libicu-dev)
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 for p in "${TARGET_PACKAGES[@]}"; do dpkg -s "$p:arm64" >/dev/null 2>&1 || missing+=("$p:arm64"); done

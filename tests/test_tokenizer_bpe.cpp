@@ -52,6 +52,28 @@ TEST(PreTokenizer, Qwen2SplitsDigitsOneByOne) {
   EXPECT_EQ(split("qwen2", "ab 123"), (Words{"ab", " ", "1", "2", "3"}));
 }
 
+// Llama 3 groups digits by up to three, full-width and other \p{N} digits included; Qwen2
+// takes them one by one (the -extra vectors' string 40 tells the two apart on a real vocabulary).
+TEST(PreTokenizer, Llama3AndQwen2DigitGroups) {
+  const std::string fw = "\xEF\xBC\x92\xEF\xBC\x90\xEF\xBC\x92\xEF\xBC\x94";  // "２０２４"
+  EXPECT_EQ(split("llama-bpe", fw + "x"), (Words{fw.substr(0, 9), fw.substr(9), "x"}));
+  EXPECT_EQ(split("qwen2", fw).size(), 4u);
+  EXPECT_EQ(split("llama3", "1234567"), (Words{"123", "456", "7"}));
+  EXPECT_EQ(split("qwen2", "123"), (Words{"1", "2", "3"}));
+  // The rest of the expression is the same: contractions in any case, one leading
+  // non-letter before a word, newlines kept with the punctuation before them.
+  for (const char* pre : {"llama-bpe", "qwen2"}) {
+    EXPECT_EQ(split(pre, "DON'T $x!\n\ny"), (Words{"DON", "'T", " $", "x", "!\n\n", "y"})) << pre;
+    EXPECT_EQ(split(pre, "a$x"), (Words{"a", "$x"})) << pre;
+  }
+}
+
+TEST(PreTokenizer, SmollmIsStarcoder) {
+  const std::string text = "SmolLM2 has 135M params, v1.2\n\n  ok";
+  EXPECT_EQ(split("smollm", text), split("starcoder", text));
+  EXPECT_EQ(split("smollm", "v1.25"), (Words{"v", "1", ".", "2", "5"}));
+}
+
 TEST(PreTokenizer, DeepseekCoderAppliesRegexesInSequence) {
   EXPECT_EQ(split("deepseek-coder", "ab, cd\n12"), (Words{"ab", ",", " cd", "\n", "1", "2"}));
 }
@@ -103,6 +125,36 @@ TEST(TokenizerBpe, LowerRankMergesFirst) {
   ASSERT_TRUE(tok2) << tok2.message();
   EXPECT_EQ((*tok2)->tokenize("abc", false, false),
             (std::vector<int32_t>{(*tok2)->token_id("ab"), 'c'}));
+}
+
+// Llama 3's rule (ignore_merges): a pre-tokenized word that is itself a token is emitted whole,
+// even when the merges would not build it; other pre-tokenizers always merge.
+TEST(TokenizerBpe, Llama3TakesWholeWordsWithoutMerging) {
+  test::VocabSpec s = bpe_vocab({"b c"}, "llama-bpe");
+  s.tokens.insert(s.tokens.end() - 1, "abc");  // a token no merge reaches ("a bc" is absent)
+  s.types.insert(s.types.end() - 1, 1);
+  s.eos = static_cast<int64_t>(s.tokens.size() - 1);
+  auto llama = test::tokenizer_from_spec(s);
+  ASSERT_TRUE(llama) << llama.message();
+  const int32_t abc = (*llama)->token_id("abc"), bc = (*llama)->token_id("bc");
+  ASSERT_GE(abc, 0);
+  EXPECT_EQ((*llama)->tokenize("abc", false, false), (std::vector<int32_t>{abc}));
+  EXPECT_EQ((*llama)->tokenize("abcd", false, false), (std::vector<int32_t>{'a', bc, 'd'}))
+      << "a word that is not a token is merged as usual";
+  for (const char* pre : {"gpt-2", "qwen2", "smollm"}) {
+    s.pre = pre;
+    auto other = test::tokenizer_from_spec(s);
+    ASSERT_TRUE(other) << other.message();
+    EXPECT_EQ((*other)->tokenize("abc", false, false), (std::vector<int32_t>{'a', bc})) << pre;
+  }
+  // A control token's text is never taken whole from plain text.
+  s.pre = "llama-bpe";
+  s.tokens.insert(s.tokens.end() - 1, "xyz");
+  s.types.insert(s.types.end() - 1, 3);
+  s.eos = static_cast<int64_t>(s.tokens.size() - 1);
+  auto ctl = test::tokenizer_from_spec(s);
+  ASSERT_TRUE(ctl) << ctl.message();
+  EXPECT_EQ((*ctl)->tokenize("xyz", false, false), (std::vector<int32_t>{'x', 'y', 'z'}));
 }
 
 TEST(TokenizerBpe, SpaceIsByteLevelG) {

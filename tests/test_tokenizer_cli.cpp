@@ -1,5 +1,5 @@
-// `ubatch tokenize`: reads stdin as-is and prints the ids on one line. Runs the built binary;
-// skips when it has not been built or the vocabulary is absent.
+// `ubatch tokenize`: reads stdin as-is and prints the ids on one line; `ubatch info`'s tokenizer
+// section. Runs the built binary; skips when it has not been built or the vocabulary is absent.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -57,6 +57,28 @@ TEST_F(TokenizeCli, MatchesTheLibrary) {
   EXPECT_EQ(run(model, text, "--no-bos", &status), ids_line(tok->tokenize(text, false, false)));
   EXPECT_EQ(run(model, text, "--no-bos --parse-special", &status),
             ids_line(tok->tokenize(text, false, true)));
+}
+
+// `ubatch info` ends its metadata with the tokenizer the vocabulary builds.
+TEST_F(TokenizeCli, InfoShowsTheTokenizer) {
+  int status = -1;
+  const std::string qwen = test::run_command(
+      test::ubatch_command() + " info --no-tensors '" +
+          test::reference_path("tokenizer/ggml-vocab-qwen2.gguf") + "'",
+      &status);
+  EXPECT_EQ(status, 0) << qwen;
+  EXPECT_NE(qwen.find("tokenizer: gpt2 (byte-level BPE), 151936 tokens, pre-tokenizer qwen2\n"),
+            std::string::npos) << qwen;
+  EXPECT_NE(qwen.find("  bos 151643 <|endoftext|>; eos 151643 <|endoftext|>; eot 151645 <|im_end|>; "
+                      "eom -\n  end of generation: 151643 <|endoftext|>, 151645 <|im_end|>\n"),
+            std::string::npos) << qwen;
+  const std::string phi3 = test::run_command(
+      test::ubatch_command() + " info --no-tensors '" +
+          test::reference_path("tokenizer/ggml-vocab-phi-3.gguf") + "'",
+      &status);
+  EXPECT_NE(phi3.find("tokenizer: llama (SPM), 32064 tokens\n  bos 1 <s> (added); eos 32000 "
+                      "<|endoftext|>; eot 32007 <|end|>;"),
+            std::string::npos) << phi3;
 }
 
 TEST_F(TokenizeCli, BadModelFails) {

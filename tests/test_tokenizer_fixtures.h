@@ -42,7 +42,8 @@ struct VocabSpec {
   std::vector<float> scores;        // empty = absent
   std::vector<int32_t> types;       // empty = absent
   std::vector<std::string> merges;  // BPE
-  int64_t bos = -1, eos = -1, unk = -1, eot = -1;  // -1 = absent
+  int64_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1;  // -1 = absent
+  int64_t cls = -1, sep = -1;  // WordPiece: cls_token_id, seperator_token_id (sic)
   int add_space_prefix = -1;        // -1 = absent, else 0/1
   int add_bos = -1;
   std::string chat_template;
@@ -69,6 +70,9 @@ inline std::vector<uint8_t> vocab_gguf_bytes(const VocabSpec& s) {
   if (s.eos >= 0) w.add_uint("tokenizer.ggml.eos_token_id", gguf::ValueType::UINT32, static_cast<uint64_t>(s.eos));
   if (s.unk >= 0) w.add_uint("tokenizer.ggml.unknown_token_id", gguf::ValueType::UINT32, static_cast<uint64_t>(s.unk));
   if (s.eot >= 0) w.add_uint("tokenizer.ggml.eot_token_id", gguf::ValueType::UINT32, static_cast<uint64_t>(s.eot));
+  if (s.eom >= 0) w.add_uint("tokenizer.ggml.eom_token_id", gguf::ValueType::UINT32, static_cast<uint64_t>(s.eom));
+  if (s.cls >= 0) w.add_uint("tokenizer.ggml.cls_token_id", gguf::ValueType::UINT32, static_cast<uint64_t>(s.cls));
+  if (s.sep >= 0) w.add_uint("tokenizer.ggml.seperator_token_id", gguf::ValueType::UINT32, static_cast<uint64_t>(s.sep));
   if (s.add_space_prefix >= 0) w.add_bool("tokenizer.ggml.add_space_prefix", s.add_space_prefix != 0);
   if (s.add_bos >= 0) w.add_bool("tokenizer.ggml.add_bos_token", s.add_bos != 0);
   if (!s.chat_template.empty()) w.add_string("tokenizer.chat_template", s.chat_template);

@@ -23,7 +23,8 @@ bool is_valid_utf8(const std::string& s) {
 // occur in UTF-8 (C0, C1, F5..FF) and has user-defined tokens with those characters' text
 // instead (õ, ÿ, …); a stray such byte tokenizes to one and decodes as that character.
 // NONE: Falcon's vocabulary lacks some byte characters altogether (e.g. 0x03, 0xFF): those
-// bytes are dropped (it has no unknown token).
+// bytes are dropped (it has no unknown token); WordPiece (bert-bge) drops whitespace and
+// control characters and spells a whole unknown word as one [UNK].
 enum class RoundTrip { ALL, VALID_UTF8, NONE };
 
 void check_hostile(const Tokenizer& tok, const std::string& name, RoundTrip round_trip) {
@@ -104,7 +105,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(HostileCase{"tokenizer/ggml-vocab-llama-spm.gguf", RoundTrip::ALL},
                       HostileCase{"tokenizer/ggml-vocab-gpt-2.gguf", RoundTrip::ALL},
                       HostileCase{"tokenizer/ggml-vocab-deepseek-coder.gguf", RoundTrip::VALID_UTF8},
-                      HostileCase{"tokenizer/ggml-vocab-falcon.gguf", RoundTrip::NONE}));
+                      HostileCase{"tokenizer/ggml-vocab-falcon.gguf", RoundTrip::NONE},
+                      HostileCase{"tokenizer/ggml-vocab-qwen2.gguf", RoundTrip::ALL},
+                      HostileCase{"tokenizer/ggml-vocab-bert-bge.gguf", RoundTrip::NONE}));
 
 TEST(HostileGemma, NeverCrashes) {
   UBATCH_REQUIRE_DEFAULT_MODEL();
@@ -146,8 +149,8 @@ TEST(TokenizerMetadata, Errors) {
   s.model = "t5";
   expect_error(s, "\"t5\"");
   s = good_spm();
-  s.model = "bert";
-  expect_error(s, "WordPiece");
+  s.model = "rwkv";
+  expect_error(s, "\"bert\" (WordPiece)");  // the message lists the supported models
   s = good_spm();
   s.scores.pop_back();
   expect_error(s, "tokenizer.ggml.scores");

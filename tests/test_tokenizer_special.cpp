@@ -64,6 +64,8 @@ TEST(TokenizerSpecial, Phi3EndTokensAreEog) {
   EXPECT_TRUE(tok->is_eog(32000));  // <|endoftext|>
   EXPECT_TRUE(tok->is_eog(32007));  // <|end|>
   EXPECT_FALSE(tok->is_eog(32010));
+  EXPECT_FALSE(tok->is_eog(2));  // </s>, USER_DEFINED here, is no end-of-turn text
+  EXPECT_EQ(tok->eog_ids(), (std::vector<int32_t>{32000, 32007}));
   EXPECT_EQ(tok->pad(), 32000);
 }
 
@@ -78,6 +80,110 @@ TEST(TokenizerSpecial, Gpt2EndOfText) {
   EXPECT_TRUE(tok->is_eog(50256));
   EXPECT_EQ(tok->token_to_piece(50256, true), "<|endoftext|>");
   EXPECT_EQ(tok->token_to_piece(50256, false), "");
+}
+
+// Qwen2 vocabulary: eos is <|endoftext|>, a chat turn ends with <|im_end|> (found by its text,
+// CONTROL); <|im_start|> and the ordinary token `</s>` (128247, NORMAL) end nothing.
+TEST(TokenizerSpecial, Qwen2EndOfTurnIsImEnd) {
+  UBATCH_TOKENIZER_FROM_REFERENCE(tok, "tokenizer/ggml-vocab-qwen2.gguf");
+  EXPECT_EQ(tok->model_name(), "gpt2");
+  EXPECT_EQ(tok->pre_tokenizer(), "qwen2");
+  EXPECT_FALSE(tok->add_bos_default());
+  EXPECT_EQ(tok->bos(), 151643);
+  EXPECT_EQ(tok->eos(), 151643);
+  EXPECT_EQ(tok->eot(), 151645);
+  EXPECT_EQ(tok->eom(), -1);
+  EXPECT_EQ(tok->eog_ids(), (std::vector<int32_t>{151643, 151645}));
+  EXPECT_FALSE(tok->is_eog(151644));  // <|im_start|>
+  ASSERT_EQ(tok->token_id("</s>"), 128247);
+  EXPECT_FALSE(tok->is_eog(128247));
+  // ChatML markup with parse_special; the same text as content stays text.
+  EXPECT_EQ(tok->tokenize("<|im_start|>user\nHi<|im_end|>", false, true).front(), 151644);
+  EXPECT_EQ(tok->tokenize("a<|im_end|>b", false, true), (std::vector<int32_t>{64, 151645, 65}));
+  EXPECT_FALSE(contains(tok->tokenize("a<|im_end|>b", false, false), 151645));
+  // `</s>` is not promoted to a control token (README, "Two behaviours these vectors do not
+  // decide"): typed, it is text whether or not special tokens are parsed.
+  EXPECT_EQ(tok->tokenize("a</s>b", false, true), (std::vector<int32_t>{64, 522, 82, 51407}));
+  EXPECT_EQ(tok->tokenize("a</s>b", false, false), (std::vector<int32_t>{64, 522, 82, 51407}));
+}
+
+TEST(TokenizerSpecial, Llama3PreTokenizerName) {
+  UBATCH_TOKENIZER_FROM_REFERENCE(tok, "tokenizer/ggml-vocab-llama-bpe-qwenvocab.gguf");
+  EXPECT_EQ(tok->pre_tokenizer(), "llama-bpe");
+  UBATCH_TOKENIZER_FROM_REFERENCE(spm, "tokenizer/ggml-vocab-llama-spm.gguf");
+  EXPECT_EQ(spm->model_name(), "llama");
+  EXPECT_EQ(spm->pre_tokenizer(), "");
+}
+
+// deepseek-coder's <|EOT|> is USER_DEFINED (as converters wrote added tokens before marking
+// them CONTROL): it still ends a turn.
+TEST(TokenizerSpecial, UserDefinedEndOfTurnIsEog) {
+  UBATCH_TOKENIZER_FROM_REFERENCE(tok, "tokenizer/ggml-vocab-deepseek-coder.gguf");
+  EXPECT_EQ(tok->eos(), 32014);
+  EXPECT_EQ(tok->eot(), 32021);
+  EXPECT_EQ(tok->eog_ids(), (std::vector<int32_t>{32014, 32021}));
+}
+
+// A synthetic ChatML-and-Llama-3 vocabulary: the eot / eom keys are read from the file; the
+// texts add their tokens when special; the same texts as NORMAL tokens end nothing.
+test::VocabSpec end_tokens_vocab() {
+  test::VocabSpec s;
+  s.tokens = {"<unk>", "<s>", "</s>", "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>",
+              "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<|im_start|>", "a", "b"};
+  s.types = {2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1, 1};
+  s.scores.assign(s.tokens.size(), 0.0f);
+  s.unk = 0;
+  s.bos = 1;
+  s.eos = 2;
+  return s;
+}
+
+TEST(TokenizerSpecial, EndOfGenerationSetFromKeysAndTexts) {
+  test::VocabSpec s = end_tokens_vocab();
+  auto tok = test::tokenizer_from_spec(s);
+  ASSERT_TRUE(tok) << tok.message();
+  EXPECT_EQ((*tok)->eot(), 3);  // no key: <|eot_id|> is the first end-of-turn text found
+  EXPECT_EQ((*tok)->eom(), 4);
+  EXPECT_EQ((*tok)->eog_ids(), (std::vector<int32_t>{2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_FALSE((*tok)->is_eog(1));
+  EXPECT_FALSE((*tok)->is_eog(10));
+  EXPECT_FALSE((*tok)->is_eog(11));
+
+  // The keys win over the texts; a key may name any token (here an ordinary one).
+  s.eot = 5;
+  s.eom = 12;
+  auto keyed = test::tokenizer_from_spec(s);
+  ASSERT_TRUE(keyed) << keyed.message();
+  EXPECT_EQ((*keyed)->eot(), 5);
+  EXPECT_EQ((*keyed)->eom(), 12);
+  EXPECT_TRUE((*keyed)->is_eog(12));
+  EXPECT_FALSE((*keyed)->is_eog(11));
+
+  // The same texts as NORMAL tokens are text: only eos ends generation.
+  test::VocabSpec plain = end_tokens_vocab();
+  for (size_t i = 3; i <= 10; ++i) plain.types[i] = 1;
+  auto t = test::tokenizer_from_spec(plain);
+  ASSERT_TRUE(t) << t.message();
+  EXPECT_EQ((*t)->eot(), -1);
+  EXPECT_EQ((*t)->eom(), -1);
+  EXPECT_EQ((*t)->eog_ids(), (std::vector<int32_t>{2}));
+
+  // USER_DEFINED counts as special; UNUSED (5) does not.
+  test::VocabSpec user = end_tokens_vocab();
+  user.types[5] = 4;
+  user.types[6] = 5;
+  auto u = test::tokenizer_from_spec(user);
+  ASSERT_TRUE(u) << u.message();
+  EXPECT_TRUE((*u)->is_eog(5));
+  EXPECT_FALSE((*u)->is_eog(6));
+}
+
+TEST(TokenizerSpecial, EndTokenIdOutOfRangeIsAnError) {
+  test::VocabSpec s = end_tokens_vocab();
+  s.eom = 13;
+  auto tok = test::tokenizer_from_spec(s);
+  ASSERT_FALSE(tok);
+  EXPECT_NE(tok.message().find("eom_token_id"), std::string::npos) << tok.message();
 }
 
 TEST(TokenizerSpecial, LongestMatchWins) {

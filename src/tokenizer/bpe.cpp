@@ -8,13 +8,33 @@
 
 namespace ubatch::tokenizer {
 
+void BpeMerges::reserve(size_t n) {
+  size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  slots_.assign(cap, Slot{kEmpty, Merge{0, 0}});
+  mask_ = cap - 1;
+  size_ = 0;
+}
+
+void BpeMerges::insert(uint64_t k, Merge m) {
+  for (size_t i = slot_of(k) & mask_;; i = (i + 1) & mask_) {
+    Slot& s = slots_[i];
+    if (s.key == k) return;
+    if (s.key == kEmpty) {
+      s = Slot{k, m};
+      ++size_;
+      return;
+    }
+  }
+}
+
 Result<BpeMerges> BpeMerges::load(const gguf::File& file, const Vocab& vocab) {
   const std::string key_name = "tokenizer.ggml.merges";
   BpeMerges m;
   if (!file.find(key_name)) return Status::error("tokenizer: BPE vocabulary without " + key_name);
   std::optional<std::vector<std::string_view>> merges = file.get_string_array(key_name);
   if (!merges) return Status::error("tokenizer: " + key_name + " is not a string array");
-  m.merges_.reserve(merges->size());
+  m.reserve(merges->size());
   int32_t rank = 0;
   std::string joined;
   for (size_t i = 0; i < merges->size(); ++i) {
@@ -32,7 +52,7 @@ Result<BpeMerges> BpeMerges::load(const gguf::File& file, const Vocab& vocab) {
     const int32_t l = vocab.find(left), r = vocab.find(right), res = vocab.find(joined);
     const int32_t this_rank = rank++;
     if (l < 0 || r < 0 || res < 0 || !vocab.from_text(res)) continue;
-    m.merges_.emplace(key(l, r), Merge{this_rank, res});  // first (best) rank wins
+    m.insert(key(l, r), Merge{this_rank, res});  // first (best) rank wins
   }
   return m;
 }
@@ -99,9 +119,9 @@ void BpeMerges::tokenize_word(const Vocab& vocab, std::string_view word, bool ig
     const int32_t lid = symbols[static_cast<size_t>(left)].id;
     const int32_t rid = symbols[static_cast<size_t>(right)].id;
     if (lid < 0 || rid < 0) return;
-    auto it = merges_.find(key(lid, rid));
-    if (it == merges_.end()) return;
-    queue.push(Pair{left, right, it->second.rank, lid, rid, it->second.result});
+    const Merge* m = find(key(lid, rid));
+    if (m == nullptr) return;
+    queue.push(Pair{left, right, m->rank, lid, rid, m->result});
   };
   for (size_t i = 1; i < symbols.size(); ++i) try_add(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
 

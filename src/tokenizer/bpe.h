@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -27,7 +26,7 @@ class BpeMerges {
   void tokenize_word(const Vocab& vocab, std::string_view word, bool ignore_merges,
                      std::vector<int32_t>& out) const;
 
-  size_t size() const { return merges_.size(); }
+  size_t size() const { return size_; }
 
  private:
   struct Merge {
@@ -37,7 +36,33 @@ class BpeMerges {
   static uint64_t key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id, right id) -> merge
+  // (left id, right id) -> merge: open addressing, linear probing, at most half full (ids are
+  // non-negative, so no key is kEmpty).
+  struct Slot {
+    uint64_t key;
+    Merge merge;
+  };
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  static size_t slot_of(uint64_t k) {  // a 64-bit mix (splitmix64's finaliser)
+    k ^= k >> 30;
+    k *= 0xBF58476D1CE4E5B9ull;
+    k ^= k >> 27;
+    k *= 0x94D049BB133111EBull;
+    k ^= k >> 31;
+    return static_cast<size_t>(k);
+  }
+  void reserve(size_t n);
+  void insert(uint64_t k, Merge m);  // keeps an existing entry (the first, best rank, wins)
+  const Merge* find(uint64_t k) const {
+    for (size_t i = slot_of(k) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == k) return &s.merge;
+      if (s.key == kEmpty) return nullptr;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
 };
 
 }  // namespace ubatch::tokenizer

@@ -12,6 +12,7 @@
 #include "tokenizer/spm.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab.h"
+#include "tokenizer/wpm.h"
 
 namespace ubatch {
 
@@ -40,9 +41,11 @@ class VocabTokenizer final : public Tokenizer {
     }
     // Text loses no bytes when every byte has a token or the unknown token stands in (for one
     // character, at most 4 bytes); otherwise a byte can vanish and no bound holds (0).
+    // WordPiece drops whitespace and control characters and spells a whole word of any length
+    // as one unknown token: no bound.
     bool every_byte = true;
     for (int b = 0; b < 256; ++b) every_byte = every_byte && vocab_->byte_token[b] >= 0;
-    if (every_byte || vocab_->unk_for_text() >= 0) {
+    if (vocab_->kind != VocabKind::WPM && (every_byte || vocab_->unk_for_text() >= 0)) {
       max_piece_bytes_ = every_byte ? 1 : 4;
       for (int32_t id = 0; id < vocab_->n_vocab(); ++id)
         max_piece_bytes_ = std::max(max_piece_bytes_, token_to_piece(id, true).size());
@@ -53,6 +56,18 @@ class VocabTokenizer final : public Tokenizer {
   int32_t bos() const override { return vocab_->bos; }
   int32_t eos() const override { return vocab_->eos; }
   int32_t eot() const override { return vocab_->eot; }
+  int32_t eom() const override { return vocab_->eom; }
+  std::vector<int32_t> eog_ids() const override {
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < n_vocab(); ++id)
+      if (vocab_->eog[static_cast<size_t>(id)] != 0) ids.push_back(id);
+    return ids;
+  }
+  const std::string& model_name() const override { return vocab_->model_name; }
+  const std::string& pre_tokenizer() const override {
+    static const std::string none;
+    return pre_ ? pre_->name() : none;
+  }
   int32_t pad() const override { return vocab_->pad; }
   bool is_eog(int32_t id) const override {
     return id >= 0 && id < n_vocab() && vocab_->eog[static_cast<size_t>(id)] != 0;
@@ -84,7 +99,8 @@ class VocabTokenizer final : public Tokenizer {
   std::string detokenize(const std::vector<int32_t>& ids, bool special,
                          bool remove_space_prefix) const override {
     std::string out;
-    bool strip = remove_space_prefix && vocab_->add_space_prefix;
+    // WordPiece spells every word start with U+2581: the first word's space is never text.
+    bool strip = remove_space_prefix && (vocab_->add_space_prefix || vocab_->kind == VocabKind::WPM);
     for (int32_t id : ids) {
       if (id < 0 || id >= n_vocab()) continue;
       const size_t before = out.size();
@@ -156,6 +172,10 @@ class VocabTokenizer final : public Tokenizer {
       tokenizer::spm_tokenize(*vocab_, escaped, out);
       return;
     }
+    if (vocab_->kind == VocabKind::WPM) {
+      tokenizer::wpm_tokenize(*vocab_, raw, out);
+      return;
+    }
     for (std::string_view word : pre_->split(raw)) {
       merges_->tokenize_word(*vocab_, word, pre_->ignore_merges(), out);
     }
@@ -180,7 +200,7 @@ class VocabTokenizer final : public Tokenizer {
       default:
         break;
     }
-    if (vocab_->kind == VocabKind::SPM) {
+    if (vocab_->kind != VocabKind::BPE) {  // SPM and WordPiece: U+2581 is a space
       tokenizer::spm_append_piece(*vocab_, id, out);
     } else {
       tokenizer::byte_level_decode(text, out);

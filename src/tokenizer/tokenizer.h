@@ -7,6 +7,9 @@
 //   pre-tokenized chunks; the pre-tokenizer regex is chosen by `tokenizer.ggml.pre`
 //   (gpt-2, falcon, deepseek-coder, starcoder, llama3, …) and run with PCRE2; merges from
 //   `tokenizer.ggml.merges` ranked by order.
+// - WordPiece (`tokenizer.ggml.model` = "bert"): BERT's basic tokenization (lower case, accents
+//   stripped, punctuation and CJK ideographs split off) and greedy longest-match pieces
+//   (wpm.h); BOS is [CLS], EOS [SEP].
 // Special tokens in text: control (and unknown) tokens are recognised only when
 // parse_special; user-defined tokens (token_type 4, e.g. Gemma's "\n\n", runs of spaces,
 // "<h1>") are always recognised, as SentencePiece and the reference implementation do —
@@ -37,9 +40,25 @@ class Tokenizer {
   // Ids of special tokens, -1 where the vocabulary has none.
   virtual int32_t bos() const = 0;
   virtual int32_t eos() const = 0;
-  virtual int32_t eot() const = 0;  // end of turn (Gemma <end_of_turn>, LLaMA 3 <|eot_id|>)
-  // True for tokens that end generation (eos, eot and other end-of-generation tokens).
+  // End of turn: `tokenizer.ggml.eot_token_id`, else the first special (CONTROL or
+  // USER_DEFINED) token of <|eot_id|>, <end_of_turn>, <|im_end|>, <|end|>, <|EOT|>, <EOT>,
+  // <|end_of_turn|>.
+  virtual int32_t eot() const = 0;
+  // End of message (Llama 3.1 tool calls): `tokenizer.ggml.eom_token_id`, else a special
+  // <|eom_id|>.
+  virtual int32_t eom() const = 0;
+  // True for tokens that end generation: eos, eot, eom, and every special (CONTROL or
+  // USER_DEFINED) token spelled <|eot_id|>, <|eom_id|>, <|im_end|>, <end_of_turn>, <|end|>,
+  // <|endoftext|>, <|end_of_text|>, <|EOT|>, <EOT>, <|end_of_turn|>, <|return|> or <|call|>.
+  // An ordinary (NORMAL) token with such a text is not one (Qwen's `</s>`, 128247, is text).
+  // The scheduler stops a request at the first of these it samples (unless ignore_eos).
   virtual bool is_eog(int32_t id) const = 0;
+  // All ids for which is_eog holds, ascending.
+  virtual std::vector<int32_t> eog_ids() const = 0;
+  // `tokenizer.ggml.model`: "llama" (SPM), "gpt2" (byte-level BPE) or "bert" (WordPiece).
+  virtual const std::string& model_name() const = 0;
+  // The BPE pre-tokenizer in use (`tokenizer.ggml.pre`, "default" when absent); "" otherwise.
+  virtual const std::string& pre_tokenizer() const = 0;
   // Whether a BOS is prepended by default (`tokenizer.ggml.add_bos_token`).
   virtual bool add_bos_default() const = 0;
   // Whether an EOS should follow a prompt (`tokenizer.ggml.add_eos_token`); tokenize() never

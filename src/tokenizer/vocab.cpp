@@ -36,6 +36,26 @@ SpecialTokenTrie::Match SpecialTokenTrie::longest_prefix(std::string_view text) 
   return best;
 }
 
+void PieceIndex::build(const std::vector<std::string>& text) {
+  size_t cap = 16;
+  while (cap < 2 * text.size()) cap *= 2;
+  slots_.assign(cap, Slot{});
+  mask_ = cap - 1;
+  for (size_t id = 0; id < text.size(); ++id) {
+    const std::string_view piece = text[id];
+    const uint64_t h = hash(piece);
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.id < 0) {
+        s = Slot{tag, static_cast<int32_t>(id)};
+        break;
+      }
+      if (s.tag == tag && text[static_cast<size_t>(s.id)] == piece) break;  // a duplicate: the lower id stays
+    }
+  }
+}
+
 namespace {
 
 constexpr std::string_view kPrefix = "tokenizer.ggml.";
@@ -63,10 +83,18 @@ Status read_bool(const gguf::File& file, const std::string& key, bool* out) {
   return Status::ok();
 }
 
-int32_t find_first(const Vocab& v, std::initializer_list<std::string_view> texts) {
+// A token whose text marks an end of turn only counts as one when the vocabulary marks it
+// special (CONTROL, or USER_DEFINED as older converters wrote added tokens): an ordinary token
+// that happens to spell "<|end|>" (say) is text. Qwen's vocabulary holds `</s>` as the NORMAL
+// token 128247; it is never promoted.
+bool special_text_token(const Vocab& v, int32_t id) {
+  return id >= 0 && (v.type_of(id) == TokenType::CONTROL || v.type_of(id) == TokenType::USER_DEFINED);
+}
+
+int32_t find_first_special(const Vocab& v, std::initializer_list<std::string_view> texts) {
   for (std::string_view t : texts) {
     const int32_t id = v.find(t);
-    if (id >= 0) return id;
+    if (special_text_token(v, id)) return id;
   }
   return -1;
 }
@@ -86,11 +114,10 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
   } else if (v.model_name == "gpt2") {
     v.kind = VocabKind::BPE;
   } else if (v.model_name == "bert") {
-    return Status::error("tokenizer: WordPiece vocabularies (tokenizer.ggml.model = \"bert\") "
-                         "are not supported");
+    v.kind = VocabKind::WPM;
   } else {
     return Status::error("tokenizer: unsupported tokenizer.ggml.model \"" + v.model_name +
-                         "\" (supported: \"llama\" (SPM), \"gpt2\" (BPE))");
+                         "\" (supported: \"llama\" (SPM), \"gpt2\" (BPE), \"bert\" (WordPiece))");
   }
   if (std::optional<std::string_view> pre = file.get_string(std::string(kPrefix) + "pre")) {
     v.pre = std::string(*pre);
@@ -141,9 +168,8 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
     }
   }
 
-  // Lookup table, built once the strings no longer move. Duplicate pieces keep the lowest id.
-  v.piece_to_id.reserve(n);
-  for (size_t i = 0; i < n; ++i) v.piece_to_id.emplace(std::string_view(v.text[i]), static_cast<int32_t>(i));
+  // Lookup table. Duplicate pieces keep the lowest id.
+  v.piece_index.build(v.text);
 
   struct IdKey {
     const char* name;
@@ -155,30 +181,45 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
     Status s = read_token_id(file, std::string(kPrefix) + k.name, n_vocab, k.out);
     if (!s) return s;
   }
+  if (v.kind == VocabKind::WPM) {
+    // BERT input is [CLS] text [SEP]: the classifier token stands first, the separator last.
+    for (IdKey k : {IdKey{"cls_token_id", &v.bos}, IdKey{"seperator_token_id", &v.eos},
+                    IdKey{"separator_token_id", &v.eos}}) {
+      if (*k.out >= 0) continue;
+      Status s = read_token_id(file, std::string(kPrefix) + k.name, n_vocab, k.out);
+      if (!s) return s;
+    }
+  }
   if (v.kind == VocabKind::SPM) {
     // SentencePiece's conventional ids when the metadata leaves them out.
     if (v.bos < 0 && !file.find("tokenizer.ggml.bos_token_id")) v.bos = v.find("<s>");
     if (v.eos < 0 && !file.find("tokenizer.ggml.eos_token_id")) v.eos = v.find("</s>");
     if (v.unk < 0) v.unk = v.find("<unk>");
   }
+  // End of turn / end of message when the file names none: the chat formats' markers.
   if (v.eot < 0) {
-    v.eot = find_first(v, {"<|eot_id|>", "<end_of_turn>", "<|im_end|>", "<|end|>", "<|EOT|>",
-                           "<EOT>", "<|end_of_turn|>"});
+    v.eot = find_first_special(v, {"<|eot_id|>", "<end_of_turn>", "<|im_end|>", "<|end|>",
+                                   "<|EOT|>", "<EOT>", "<|end_of_turn|>"});
   }
-  if (v.eom < 0) v.eom = v.find("<|eom_id|>");
+  if (v.eom < 0) v.eom = find_first_special(v, {"<|eom_id|>"});
 
-  v.add_bos = v.kind == VocabKind::SPM;
+  v.add_bos = v.kind != VocabKind::BPE;
+  v.add_eos = v.kind == VocabKind::WPM;
   v.add_space_prefix = v.kind == VocabKind::SPM;
   for (auto [key, out] : {std::pair{"add_bos_token", &v.add_bos}, std::pair{"add_eos_token", &v.add_eos},
                           std::pair{"add_space_prefix", &v.add_space_prefix}}) {
     Status s = read_bool(file, std::string(kPrefix) + key, out);
     if (!s) return s;
   }
-  if (v.kind == VocabKind::BPE) v.add_space_prefix = false;
+  if (v.kind != VocabKind::SPM) v.add_space_prefix = false;
   if (v.bos < 0) v.add_bos = false;
   if (v.eos < 0) v.add_eos = false;
 
-  // End of generation: eos, eot, eom and the conventional end-of-turn / end-of-text markers.
+  // End of generation: eos, eot, eom (whatever their type: the file names them) and the
+  // special tokens that end a turn or a text in the chat formats (ChatML <|im_end|>, Llama 3
+  // <|eot_id|> / <|eom_id|> / <|end_of_text|>, Phi-3 <|end|>, Gemma <end_of_turn>, GPT-style
+  // <|endoftext|>, …), so a model stops at the end of its turn even where the file's eos is
+  // another token (Qwen2.5: eos <|endoftext|>, turns end with <|im_end|>).
   v.eog.assign(n, 0);
   for (int32_t id : {v.eos, v.eot, v.eom}) {
     if (id >= 0) v.eog[static_cast<size_t>(id)] = 1;
@@ -187,9 +228,7 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
                              "<|endoftext|>", "<|end_of_text|>", "<|EOT|>", "<EOT>",
                              "<|end_of_turn|>", "<|return|>", "<|call|>"}) {
     const int32_t id = v.find(t);
-    if (id >= 0 && v.type_of(id) != TokenType::NORMAL && v.type_of(id) != TokenType::BYTE) {
-      v.eog[static_cast<size_t>(id)] = 1;
-    }
+    if (special_text_token(v, id)) v.eog[static_cast<size_t>(id)] = 1;
   }
 
   // Byte tokens.
@@ -200,9 +239,9 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
       std::snprintf(name, sizeof name, "<0x%02X>", b);
       id = v.find(name);
       if (id < 0) id = v.find(std::string(1, static_cast<char>(b)));
-    } else {
+    } else if (v.kind == VocabKind::BPE) {
       id = v.find(byte_to_unicode(static_cast<uint8_t>(b)));
-    }
+    }  // WordPiece has no byte tokens
     v.byte_token[b] = id;
   }
 

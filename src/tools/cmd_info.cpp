@@ -1,5 +1,7 @@
 // `ubatch info [MODEL]`: what a GGUF file holds — header, every metadata key with its type and
-// value (long arrays summarised), the tensor table, and totals (parameters, bytes per type).
+// value (long arrays summarised), the tensor table, totals (parameters, bytes per type), and
+// the tokenizer its vocabulary builds (model, pre-tokenizer, BOS/EOS/EOT/EOM, end-of-generation
+// ids).
 // Reads nothing but the header and metadata pages: tensor data is mapped, never touched.
 // Ends with this machine: its CPU topology, the default compute threads and why, the CPU
 // features and the kernel level.
@@ -14,6 +16,7 @@
 #include "model/model.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_weight.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/command.h"
 #include "tools/options.h"
 
@@ -56,6 +59,28 @@ std::string model_section(const std::unique_ptr<gguf::File>& file) {
   for (size_t i = 0; i < (*m)->features().size(); ++i) out += (i ? "; " : " ") + (*m)->features()[i];
   out += "\n";
   for (const std::string& k : hp.ignored_keys) out += fmt::format("not applied: {}\n", k);
+  return out;
+}
+
+// The tokenizer the file's vocabulary builds (or why it does not): its model and
+// pre-tokenizer, and the special ids that start and end a text or a turn.
+std::string tokenizer_section(const gguf::File& f) {
+  if (!f.find("tokenizer.ggml.model")) return "\ntokenizer: none (no tokenizer.ggml.model)\n";
+  auto tok = Tokenizer::from_gguf(f);
+  if (!tok) return fmt::format("\ntokenizer: not loadable: {}\n", tok.message());
+  const Tokenizer& t = **tok;
+  const std::string& model = t.model_name();
+  const char* kind = model == "llama" ? "SPM" : model == "gpt2" ? "byte-level BPE" : "WordPiece";
+  auto id = [&](int32_t v) {
+    return v < 0 ? std::string("-") : fmt::format("{} {}", v, t.token_to_piece(v, /*special=*/true));
+  };
+  std::string out = fmt::format("\ntokenizer: {} ({}), {} tokens", model, kind, t.n_vocab());
+  if (!t.pre_tokenizer().empty()) out += fmt::format(", pre-tokenizer {}", t.pre_tokenizer());
+  out += fmt::format("\n  bos {}{}; eos {}; eot {}; eom {}\n", id(t.bos()),
+                     t.add_bos_default() ? " (added)" : "", id(t.eos()), id(t.eot()), id(t.eom()));
+  std::string eog;
+  for (int32_t v : t.eog_ids()) eog += fmt::format("{}{}", eog.empty() ? "" : ", ", id(v));
+  out += fmt::format("  end of generation: {}\n", eog.empty() ? "none" : eog);
   return out;
 }
 
@@ -124,6 +149,7 @@ int run_info(const std::string& path, size_t max_items, bool show_tensors) {
     out += fmt::format("  {:<5}  {:>4} tensors  {:>12} parameters  {:>12}  ({:.1f}%)\n", name,
                        tt.n_tensors, tt.n_elements, human_bytes(static_cast<double>(tt.n_bytes)),
                        n_bytes ? 100.0 * static_cast<double>(tt.n_bytes) / static_cast<double>(n_bytes) : 0.0);
+  out += tokenizer_section(f);
   // What loading costs in memory: the matrices a model multiplies by (2-D tensors, without
   // token_embd.weight when output.weight exists) are repacked for the kernels
   // (kernels/packed_weight.h) and their file pages released; the rest stays mapped.
