@@ -1,0 +1,54 @@
+// Tool calling through the official OpenAI Python client (tests/python/test_openai_tools.py)
+// against the built `ubatch serve` on the default model: a round trip streamed and not,
+// schema-valid arguments on every one of 50 sampled requests under tool_choice "required" and
+// a named function, parallel calls, auto, /apply-template, errors. Skips visibly without
+// python3 + `openai` + `jsonschema`, the binary or the default model.
+#include "test_server_fixture.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+namespace ubatch::test {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(ServerOpenAiTools, OfficialClientToolCalling) {
+  int rc = 0;
+  run_command("python3 -c 'import openai, jsonschema' 2>/dev/null", &rc);
+  if (rc != 0) GTEST_SKIP() << "python3 with `openai` and `jsonschema` not found (scripts/setup.sh installs them)";
+  const std::string binary = ubatch_binary();
+  if (!std::filesystem::exists(binary)) GTEST_SKIP() << "ubatch binary not built at " << binary;
+  UBATCH_REQUIRE_DEFAULT_MODEL();
+  const std::string script = (std::filesystem::path(UBATCH_TESTS_DIR) / "python" / "test_openai_tools.py").string();
+  ASSERT_TRUE(std::filesystem::exists(script)) << script;
+  const std::string log =
+      (std::filesystem::temp_directory_path() / ("ubatch_tools_" + std::to_string(getpid()) + ".log")).string();
+  std::vector<std::string> args = ubatch_argv({"serve", "-m", default_model(), "--port", "0", "--n-parallel", "8",
+                                               "--threads", "2", "--n-ctx", "8192", "--log-level", "info"});
+  const SpawnedServer server = spawn_serve(std::move(args), log);
+  ASSERT_GT(server.pid, 0) << "posix_spawn failed";
+  std::string output;
+  int status = -1;
+  if (server.ready)
+    output = run_command(
+        "python3 " + script + " --base-url http://127.0.0.1:" + std::to_string(server.port) + "/v1 --samples 50 2>&1",
+        &status);
+  kill(server.pid, SIGTERM);
+  int wstatus = 0;
+  waitpid(server.pid, &wstatus, 0);
+  const std::string server_log = read_text(log);
+  std::filesystem::remove(log);
+  ASSERT_TRUE(server.ready) << "/health never turned 200:\n" << server_log;
+  EXPECT_EQ(status, 0) << output << "\nserver log (tail):\n"
+                       << server_log.substr(server_log.size() > 20000 ? server_log.size() - 20000 : 0);
+  EXPECT_NE(output.find("8 passed, 0 failed"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace ubatch::test
