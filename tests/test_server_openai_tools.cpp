@@ -1,13 +1,16 @@
 // Tool calling through the official OpenAI Python client (tests/python/test_openai_tools.py)
-// against the built `ubatch serve` on the default model: a round trip streamed and not,
-// schema-valid arguments on every one of 50 sampled requests under tool_choice "required" and
-// a named function, parallel calls, auto, /apply-template, errors. Skips visibly without
-// python3 + `openai` + `jsonschema`, the binary or the default model.
+// against the built `ubatch serve`: a round trip streamed and not, schema-valid arguments on
+// every one of 50 sampled requests under tool_choice "required" and a named function,
+// parallel calls, auto, /apply-template, errors — on the default model (no template: the
+// gemma family) and, where models/ has it, SmolLM2-135M-Instruct (its own Jinja template,
+// which renders no tools). Skips visibly without python3 + `openai` + `jsonschema`, the
+// binary or the model.
 #include "test_server_fixture.h"
 
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cctype>
 #include <fstream>
 
 namespace ubatch::test {
@@ -18,18 +21,31 @@ std::string read_text(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-TEST(ServerOpenAiTools, OfficialClientToolCalling) {
+// models/*SmolLM2*Instruct*.gguf (any case), "" when there is none.
+std::string smollm2_model() {
+  const std::filesystem::path dir = std::filesystem::path(default_model()).parent_path();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name.find("smollm2") != std::string::npos && name.find("instruct") != std::string::npos &&
+        name.size() > 5 && name.substr(name.size() - 5) == ".gguf")
+      return e.path().string();
+  }
+  return "";
+}
+
+void run_tool_suite(const std::string& model) {
   int rc = 0;
   run_command("python3 -c 'import openai, jsonschema' 2>/dev/null", &rc);
   if (rc != 0) GTEST_SKIP() << "python3 with `openai` and `jsonschema` not found (scripts/setup.sh installs them)";
   const std::string binary = ubatch_binary();
   if (!std::filesystem::exists(binary)) GTEST_SKIP() << "ubatch binary not built at " << binary;
-  UBATCH_REQUIRE_DEFAULT_MODEL();
   const std::string script = (std::filesystem::path(UBATCH_TESTS_DIR) / "python" / "test_openai_tools.py").string();
   ASSERT_TRUE(std::filesystem::exists(script)) << script;
   const std::string log =
       (std::filesystem::temp_directory_path() / ("ubatch_tools_" + std::to_string(getpid()) + ".log")).string();
-  std::vector<std::string> args = ubatch_argv({"serve", "-m", default_model(), "--port", "0", "--n-parallel", "8",
+  std::vector<std::string> args = ubatch_argv({"serve", "-m", model, "--port", "0", "--n-parallel", "8",
                                                "--threads", "2", "--n-ctx", "8192", "--log-level", "info"});
   const SpawnedServer server = spawn_serve(std::move(args), log);
   ASSERT_GT(server.pid, 0) << "posix_spawn failed";
@@ -48,6 +64,18 @@ TEST(ServerOpenAiTools, OfficialClientToolCalling) {
   EXPECT_EQ(status, 0) << output << "\nserver log (tail):\n"
                        << server_log.substr(server_log.size() > 20000 ? server_log.size() - 20000 : 0);
   EXPECT_NE(output.find("8 passed, 0 failed"), std::string::npos) << output;
+}
+
+TEST(ServerOpenAiTools, OfficialClientToolCallingDefaultModel) {
+  UBATCH_REQUIRE_DEFAULT_MODEL();
+  run_tool_suite(default_model());
+}
+
+TEST(ServerOpenAiTools, OfficialClientToolCallingSmolLM2) {
+  const std::string model = smollm2_model();
+  if (model.empty())
+    GTEST_SKIP() << "no SmolLM2-135M-Instruct GGUF in " << std::filesystem::path(default_model()).parent_path();
+  run_tool_suite(model);
 }
 
 }  // namespace
