@@ -74,6 +74,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(j.is_object());
+  static const std::shared_ptr<const ubatch::chat::ChatRenderer> renderer =
+      ubatch::chat::ChatRenderer::create("gemma", "", "<bos>", "<eos>").value();
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
+  const ChatSetup setup{renderer.get(), &ordered};
   RequestLimits limits;
   limits.n_ctx = 4096;
   limits.n_vocab = tok.n_vocab();
@@ -85,7 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (endpoint == Endpoint::ChatCompletions && !parse_special) continue;  // chat ignores it
       limits.parse_special = parse_special;
       ParsedRequest parsed;
-      if (std::optional<ApiError> e = parse_completion_request(j, endpoint, tok, "gemma", limits, parsed)) {
+      if (std::optional<ApiError> e = parse_completion_request(j, endpoint, tok, setup, limits, parsed)) {
         check_error(*e);
         continue;
       }

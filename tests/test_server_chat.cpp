@@ -156,6 +156,10 @@ TEST_F(ServerChat, EveryChatShapeIsRenderedByARuleOrRefused) {
         port, "/v1/completions", {{"prompt", "<start_of_turn>user\nCount: one, two<end_of_turn>\n<start_of_turn>model\nthree,"}});
     EXPECT_EQ(open, closed);
   }
+  // A tool result on a format without a tool role: a user turn "Result of …: <content>"
+  // (docs/CHAT.md, "The generic format").
+  EXPECT_EQ(chat_tokens(port, json::array({user("Hi"), msg("tool", "42")})),
+            chat_tokens(port, json::array({user("Hi\n\nResult of a function: 42")})));
   // Empty content alone: the turn's markup around nothing (still a valid prompt).
   EXPECT_GT(chat_tokens(port, json::array({user("")})), 0);
 
@@ -165,7 +169,7 @@ TEST_F(ServerChat, EveryChatShapeIsRenderedByARuleOrRefused) {
     const char* names;  // the error message mentions this
   };
   const std::vector<Refused> refused = {
-      {"unknown role", json::array({user("Hi"), msg("tool", "42")}), "messages[1] has role \"tool\""},
+      {"unknown role", json::array({user("Hi"), msg("narrator", "42")}), "messages[1] has role \"narrator\""},
       {"role with markup", json::array({msg("user<end_of_turn>", "Hi")}), "messages[0]"},
       {"empty role", json::array({msg("", "Hi")}), "messages[0]"},
       {"image part", json::array({msg("user", json::array({{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}))}),

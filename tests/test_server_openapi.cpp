@@ -338,6 +338,22 @@ TEST_F(ServerOpenApi, AnswersConformToTheDocumentedSchemas) {
     expect_documented("post", path, post(port, path, with.dump()), "ChatCompletionChunk");
     expect_documented("post", path, post(port, path, R"({"messages": [{"role": "tool", "content": "x"}]})"));
   }
+  // Tool calling: a constrained call (or, cut by max_tokens, text), streamed and not; the
+  // prompt of /apply-template; a refused tool_choice.
+  json tool_chat = chat;
+  tool_chat["tools"] = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters":
+      {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["a"]}}}])");
+  tool_chat["tool_choice"] = "required";
+  tool_chat["max_tokens"] = 40;
+  Reply called = post(port, "/v1/chat/completions", tool_chat.dump());
+  expect_documented("post", "/v1/chat/completions", called);
+  EXPECT_EQ(called.status, 200) << called.body;
+  expect_documented("post", "/apply-template", post(port, "/apply-template", tool_chat.dump()));
+  tool_chat["stream"] = true;
+  expect_documented("post", "/v1/chat/completions", post(port, "/v1/chat/completions", tool_chat.dump()),
+                    "ChatCompletionChunk");
+  tool_chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", "g"}}}};
+  expect_documented("post", "/apply-template", post(port, "/apply-template", tool_chat.dump()));
   for (const char* path : {"/v1/models", "/models", "/health", "/v1/health", "/metrics", "/openapi.json"})
     expect_documented("get", path, get(port, path));
   expect_documented("post", "/tokenize", post(port, "/tokenize", R"({"content": "hi", "add_special": true})"));

@@ -1,5 +1,6 @@
 #include "server/completion_response.h"
 
+#include "chat/tool_call_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ubatch::server {
@@ -52,6 +53,21 @@ void append_legacy_logprob(json& lp, const Tokenizer& tok, const sched::Event& e
 
 }  // namespace
 
+std::string tool_reply_text(const Tokenizer& tok, const sched::Event& e, bool special) {
+  if (!special || !e.text.empty() || e.token < 0 || tok.is_eog(e.token)) return e.text;
+  if (!tok.token_to_piece(e.token, false).empty()) return e.text;  // held back by the stop or UTF-8 buffer
+  return tok.token_to_piece(e.token, true);
+}
+
+namespace {
+
+// One call of a reply, as OpenAI writes it.
+json tool_call_json(const chat::ToolCall& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+}  // namespace
+
 const char* finish_reason_text(sched::FinishReason r) {
   switch (r) {
     case sched::FinishReason::Stop: return "stop";
@@ -92,6 +108,7 @@ void CompletionAccumulator::add(const sched::Event& e) {
         append_legacy_logprob(c.logprobs, tokenizer_, e, static_cast<int64_t>(c.text.size()));
     }
     c.text += e.text;
+    if (meta_.tool_format) c.tool_text += tool_reply_text(tokenizer_, e, meta_.tool_special_text);
   } else if (e.kind == sched::Event::Kind::Finish) {
     c.finish = e.finish;
     c.finished = true;
@@ -105,14 +122,32 @@ json CompletionAccumulator::response(const sched::Event& done) const {
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
     json choice = {{"index", i}};
-    if (chat) {
+    const char* finish = finish_reason_text(c.finished ? c.finish : sched::FinishReason::Cancelled);
+    if (chat && meta_.tool_format) {
+      const chat::ParsedReply reply = chat::parse_tool_calls(*meta_.tool_format, meta_.tool_prefill + c.tool_text,
+                                                             *meta_.tools);
+      if (reply.calls.empty()) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      } else {
+        json calls = json::array();
+        for (chat::ToolCall call : reply.calls) {
+          call.id = chat::new_tool_call_id();
+          calls.push_back(tool_call_json(call));
+        }
+        choice["message"] = {{"role", "assistant"},
+                             {"content", reply.content.empty() ? json(nullptr) : json(reply.content)},
+                             {"tool_calls", calls}};
+        if (c.finished && c.finish == sched::FinishReason::Stop) finish = "tool_calls";
+      }
+      choice["logprobs"] = meta_.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
+    } else if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       choice["logprobs"] = meta_.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
     } else {
       choice["text"] = c.text;
       choice["logprobs"] = meta_.logprobs ? c.logprobs : json(nullptr);
     }
-    choice["finish_reason"] = finish_reason_text(c.finished ? c.finish : sched::FinishReason::Cancelled);
+    choice["finish_reason"] = finish;
     if (!c.error.empty() && c.finish == sched::FinishReason::Error) choice["error"] = c.error;
     choices.push_back(std::move(choice));
   }
@@ -129,7 +164,44 @@ ChunkBuilder::ChunkBuilder(ResponseMeta meta, int32_t n, const Tokenizer& tokeni
     : meta_(std::move(meta)),
       tokenizer_(tokenizer),
       include_usage_(include_usage),
-      text_offset_(static_cast<size_t>(std::max(n, 1)), 0) {}
+      text_offset_(static_cast<size_t>(std::max(n, 1)), 0) {
+  if (meta_.tool_format && meta_.endpoint == Endpoint::ChatCompletions)
+    for (size_t i = 0; i < text_offset_.size(); ++i)
+      tool_streams_.push_back(
+          std::make_unique<chat::ToolCallStream>(*meta_.tool_format, *meta_.tools, meta_.tool_prefill,
+                                                 /*constrained=*/!meta_.tool_special_text));
+}
+
+json ChunkBuilder::delta_json(const chat::ToolStreamDelta& d) const {
+  json delta = json::object();
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (!d.calls.empty()) {
+    json calls = json::array();
+    for (const chat::ToolCallDelta& c : d.calls) {
+      json one = {{"index", c.index}};
+      json fn = json::object();
+      if (!c.id.empty()) {
+        one["id"] = c.id;
+        one["type"] = "function";
+        fn["name"] = c.name;
+      }
+      fn["arguments"] = c.arguments;
+      one["function"] = std::move(fn);
+      calls.push_back(std::move(one));
+    }
+    delta["tool_calls"] = std::move(calls);
+  }
+  return delta;
+}
+
+bool ChunkBuilder::flush(const sched::Event& e, json& out) {
+  if (tool_streams_.empty() || e.index < 0 || static_cast<size_t>(e.index) >= tool_streams_.size()) return false;
+  const chat::ToolStreamDelta d = tool_streams_[static_cast<size_t>(e.index)]->finish();
+  if (d.empty()) return false;
+  out = chunk(json::array(
+      {{{"index", e.index}, {"delta", delta_json(d)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}));
+  return true;
+}
 
 json ChunkBuilder::chunk(json choices) const {
   const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
@@ -151,11 +223,18 @@ json ChunkBuilder::role(int32_t index) const {
 
 bool ChunkBuilder::token(const sched::Event& e, json& out) {
   const bool want_logprobs = meta_.logprobs && e.token >= 0;
-  if (e.text.empty() && !want_logprobs) return false;
+  if (e.text.empty() && !want_logprobs && (tool_streams_.empty() || e.token < 0)) return false;
   if (e.index < 0 || static_cast<size_t>(e.index) >= text_offset_.size()) return false;
   int64_t& offset = text_offset_[static_cast<size_t>(e.index)];
   json choice = {{"index", e.index}};
-  if (meta_.endpoint == Endpoint::ChatCompletions) {
+  if (!tool_streams_.empty()) {
+    chat::ToolCallStream& stream = *tool_streams_[static_cast<size_t>(e.index)];
+    const chat::ToolStreamDelta d = stream.push(tool_reply_text(tokenizer_, e, meta_.tool_special_text));
+    if (d.empty() && !want_logprobs) return false;
+    choice["delta"] = delta_json(d);
+    choice["logprobs"] = want_logprobs ? json{{"content", json::array({chat_logprob_entry(tokenizer_, e)})}}
+                                       : json(nullptr);
+  } else if (meta_.endpoint == Endpoint::ChatCompletions) {
     choice["delta"] = {{"content", e.text}};
     choice["logprobs"] = want_logprobs ? json{{"content", json::array({chat_logprob_entry(tokenizer_, e)})}}
                                        : json(nullptr);
@@ -182,7 +261,9 @@ json ChunkBuilder::finish(const sched::Event& e) const {
   else
     choice["text"] = "";
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] = finish_reason_text(e.finish);
+  const bool calls = !tool_streams_.empty() && e.index >= 0 && static_cast<size_t>(e.index) < tool_streams_.size() &&
+                     tool_streams_[static_cast<size_t>(e.index)]->has_calls();
+  choice["finish_reason"] = calls && e.finish == sched::FinishReason::Stop ? "tool_calls" : finish_reason_text(e.finish);
   if (!e.error.empty() && e.finish == sched::FinishReason::Error) choice["error"] = e.error;
   return chunk(json::array({std::move(choice)}));
 }

@@ -8,11 +8,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "chat/tool_call_stream.h"
+#include "chat/tool_format.h"
+#include "chat/tool_types.h"
 #include "sched/request.h"
 #include "server/json_request.h"
 
@@ -28,10 +32,21 @@ struct ResponseMeta {
   int64_t created = 0;  // Unix seconds
   std::string model;
   bool logprobs = false;
+  // Chat with tools: replies are parsed for calls in this format (null: plain text replies).
+  const chat::ToolFormat* tool_format = nullptr;
+  std::shared_ptr<const std::vector<chat::ToolDef>> tools;
+  std::string tool_prefill;  // the prompt's last markup, read as each reply's start
+  bool tool_special_text = false;  // no grammar: control tokens' text is kept for the parser (tool_reply_text)
 };
 
 // "stop", "length", "cancelled", "error", "deadline"
 const char* finish_reason_text(sched::FinishReason r);
+
+// The text a Token event adds to a reply that is parsed for tool calls: its text, or with
+// `special` for a control token (whose text generation leaves out) the token's own text, so
+// that markers such as [TOOL_CALLS] reach the parser (used when no grammar constrains the
+// reply: tool_choice auto in a format whose trigger is a control token).
+std::string tool_reply_text(const Tokenizer& tok, const sched::Event& e, bool special);
 
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
 nlohmann::json usage_json(const sched::Usage& u);
@@ -49,6 +64,7 @@ class CompletionAccumulator {
  private:
   struct Choice {
     std::string text;
+    std::string tool_text;    // tools: the reply with control-token text (tool_reply_text)
     nlohmann::json logprobs;  // chat: array of entries; completions: legacy object
     sched::FinishReason finish = sched::FinishReason::Stop;
     bool finished = false;
@@ -70,6 +86,9 @@ class ChunkBuilder {
   // back and no logprobs requested).
   bool token(const sched::Event& e, nlohmann::json& out);
   nlohmann::json finish(const sched::Event& e) const;
+  // Tools: the chunk of what the choice's tool-call stream still holds when its Finish event
+  // comes (sent before finish()); false when nothing is held.
+  bool flush(const sched::Event& e, nlohmann::json& out);
   // The last chunk when stream_options.include_usage: no choices, usage and timings.
   nlohmann::json usage(const sched::Event& done) const;
 
@@ -79,6 +98,8 @@ class ChunkBuilder {
   const Tokenizer& tokenizer_;
   bool include_usage_;
   std::vector<int64_t> text_offset_;  // per choice: bytes of text sent so far (legacy logprobs)
+  std::vector<std::unique_ptr<chat::ToolCallStream>> tool_streams_;  // per choice, with tools
+  nlohmann::json delta_json(const chat::ToolStreamDelta& d) const;
 };
 
 }  // namespace ubatch::server

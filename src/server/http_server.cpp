@@ -15,6 +15,7 @@
 #include "server/http/server.h"
 #include "server/routes_completions.h"
 #include "server/routes_misc.h"
+#include "server/routes_template.h"
 #include "server/routes_webui.h"
 #include "server/server_state.h"
 #include "tokenizer/tokenizer.h"
@@ -110,6 +111,7 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
   http::Router router;
   register_completion_routes(router, st);
   register_misc_routes(router, st, static_cast<int64_t>(std::time(nullptr)));
+  register_template_routes(router, st);
   if (st.config.webui) register_webui_routes(router, st);
 
   http::Hooks hooks;
@@ -170,10 +172,15 @@ void HttpServer::set_backend(sched::Engine& engine, const Tokenizer& tokenizer) 
   b->chat_template = st.config.chat_template;
   if (b->chat_template.empty()) b->chat_template = tokenizer.chat_template();
   if (b->chat_template.empty()) b->chat_template = guess_chat_family(tokenizer);
-  Result<std::string> probe = apply_chat_template(b->chat_template, {{"user", "hi"}}, true);
-  if (!probe) {
-    b->chat_template_error = probe.message();
-    spdlog::warn("chat template unusable, /v1/chat/completions will answer 500: {}", probe.message());
+  const std::string bos = tokenizer.bos() >= 0 ? tokenizer.token_to_piece(tokenizer.bos(), true) : "";
+  const std::string eos = tokenizer.eos() >= 0 ? tokenizer.token_to_piece(tokenizer.eos(), true) : "";
+  auto renderer = chat::ChatRenderer::create(b->chat_template, tokenizer.chat_template_tool_use(), bos, eos);
+  if (!renderer) {
+    b->chat_template_error = renderer.message();
+    spdlog::warn("chat template unusable, /v1/chat/completions will answer 500: {}", renderer.message());
+  } else {
+    b->chat = renderer.value();
+    spdlog::info("chat: {}", b->chat->describe());
   }
   st.backend_owner = std::move(b);
   st.backend.store(st.backend_owner.get());

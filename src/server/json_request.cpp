@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "chat/tool_call_grammar.h"
+#include "server/chat_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ubatch::server {
@@ -177,52 +179,13 @@ std::optional<ApiError> parse_prompt(const json& body, const Tokenizer& tok, int
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_messages(const json& body, const Tokenizer& tok, const std::string& chat_template,
-                                       int32_t n_ctx, ParsedRequest& out) {
-  const json* m = field(body, "messages");
-  if (!m) return invalid_request("'messages' is required", "messages", "missing_required_parameter");
-  if (!m->is_array()) return type_error("messages", "an array of {role, content} objects");
-  if (m->empty()) return invalid_request("'messages' is empty", "messages", "empty_prompt");
-  std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < m->size(); ++i) {
-    const json& msg = (*m)[i];
-    const std::string where = fmt::format("messages[{}]", i);
-    if (!msg.is_object()) return invalid_request(where + " must be an object", "messages", "invalid_type");
-    const json* role = field(msg, "role");
-    if (!role || !role->is_string())
-      return invalid_request(where + ".role must be a string", "messages", "invalid_type");
-    ChatMessage cm;
-    cm.role = role->get<std::string>();  // checked by render_chat ("developer" reads as "system")
-    const json* content = field(msg, "content");
-    if (!content) {
-      // null content (e.g. an assistant turn that only called tools): empty text.
-    } else if (content->is_string()) {
-      cm.content = content->get<std::string>();
-    } else if (content->is_array()) {
-      for (size_t k = 0; k < content->size(); ++k) {
-        const json& part = (*content)[k];
-        const json* type = part.is_object() ? field(part, "type") : nullptr;
-        const json* text = part.is_object() ? field(part, "text") : nullptr;
-        if (!type || !type->is_string() || type->get<std::string>() != "text" || !text || !text->is_string())
-          return invalid_request(fmt::format("{}.content[{}]: only {{\"type\": \"text\", \"text\": ...}} parts are "
-                                             "supported",
-                                             where, k),
-                                 "messages");
-        if (k > 0) cm.content += '\n';  // text parts are joined by a newline (docs/API.md, "Chat rendering")
-        cm.content += text->get<std::string>();
-      }
-    } else {
-      return invalid_request(where + ".content must be a string, an array of text parts, or null", "messages",
-                             "invalid_type");
-    }
-    messages.push_back(std::move(cm));
-  }
+std::optional<ApiError> parse_messages(const Tokenizer& tok, const ChatSetup& setup, int32_t n_ctx, ParsedRequest& out) {
+  SegmentedText rendered;
+  UBATCH_TRY(render_chat_prompt(setup, tok, out, rendered));
+  UBATCH_TRY(check_text_fits(rendered.text.size(), tok, n_ctx, "messages"));
   // Only the template's markup is parsed for special tokens; message content is plain text.
-  Result<SegmentedText> rendered = render_chat(chat_template, messages, true);
-  if (!rendered) return invalid_request("'messages': " + rendered.message(), "messages");
-  UBATCH_TRY(check_text_fits(rendered->text.size(), tok, n_ctx, "messages"));
-  out.request.prompt = tok.tokenize(*rendered, tok.add_bos_default());
-  out.prompt_text = std::move(rendered->text);
+  out.request.prompt = tok.tokenize(rendered, setup.renderer->add_bos(rendered, tok.add_bos_default()));
+  out.prompt_text = std::move(rendered.text);
   if (out.request.prompt.empty()) return invalid_request("'messages' render to an empty prompt", "messages", "empty_prompt");
   return std::nullopt;
 }
@@ -410,7 +373,7 @@ std::optional<ApiError> parse_json_body(std::string_view body, json& out) {
 }
 
 std::optional<ApiError> parse_completion_request(const json& body, Endpoint endpoint, const Tokenizer& tokenizer,
-                                                 const std::string& chat_template, const RequestLimits& limits,
+                                                 const ChatSetup& setup, const RequestLimits& limits,
                                                  ParsedRequest& out) {
   out = ParsedRequest{};
   out.endpoint = endpoint;
@@ -475,7 +438,7 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
   if (endpoint == Endpoint::Completions) {
     UBATCH_TRY(parse_prompt(body, tokenizer, limits.n_vocab, limits.parse_special, limits.n_ctx, out));
   } else {
-    UBATCH_TRY(parse_messages(body, tokenizer, chat_template, limits.n_ctx, out));
+    UBATCH_TRY(parse_messages(tokenizer, setup, limits.n_ctx, out));
   }
 
   const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
@@ -496,6 +459,34 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
     const int64_t dflt = endpoint == Endpoint::Completions ? kDefaultCompletionTokens : room / r.n;
     r.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(dflt, room), 1, limits.max_tokens_cap));
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokenizer& tok, ParsedRequest& out,
+                                           SegmentedText& prompt) {
+  if (!setup.renderer || !setup.ordered_body) return server_error("chat rendering is not set up");
+  ChatRequest req;
+  UBATCH_TRY(parse_chat_request(*setup.ordered_body, req));
+  out.tools = req.tools;
+  const chat::ChatRenderer& renderer = *setup.renderer;
+  // tool_choice "none": the tools are not shown (no call is wanted).
+  if (req.tools.active()) req.render.tools = req.tools.tools;
+  Result<SegmentedText> rendered = renderer.render(req.render);
+  if (!rendered) return invalid_request("chat template: " + rendered.message(), "messages", "template_error");
+  prompt = std::move(rendered.value());
+  if (!req.tools.active()) return std::nullopt;
+  // Markup the model can write as text (a control token's piece is empty: grammars cannot produce it).
+  auto spellable = [&tok](std::string_view s) {
+    for (int32_t id : tok.tokenize(s, false, true))
+      if (tok.token_to_piece(id, false).empty()) return false;
+    return true;
+  };
+  Result<chat::ToolGrammar> g = chat::tool_call_grammar(renderer.tool_format(), req.tools, spellable);
+  if (!g) return invalid_request(g.message(), "tools", "invalid_json_schema");
+  out.tool_format = &renderer.tool_format();
+  out.tool_prefill = g->prefill;
+  out.tool_gbnf = g->gbnf;
+  prompt.markup(g->prefill);
   return std::nullopt;
 }
 

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_renderer.h"
+#include "chat/tool_types.h"
 #include "sched/request.h"
 #include "server/errors.h"
 
@@ -46,6 +48,18 @@ struct ParsedRequest {
   bool logprobs = false;       // report logprobs (request.top_logprobs >= 0)
   std::string model;           // as sent (informational; the served model answers)
   std::string prompt_text;     // rendered prompt text ("" when given as ids), for --log-prompts
+  // Chat with tools (docs/API.md, "Tool calling"): what the reply is parsed for.
+  chat::ToolRequest tools;                        // tools, tool_choice, parallel_tool_calls
+  const chat::ToolFormat* tool_format = nullptr;  // non-null: replies are parsed for calls in this format
+  std::string tool_prefill;    // markup the prompt ends with (the reply's start, for the parser)
+  std::string tool_gbnf;       // the grammar for calls ("" none); compiled by the caller
+};
+
+// What chat requests need besides the body: the model's renderer and the body as ordered
+// JSON (tool schemas keep their property order).
+struct ChatSetup {
+  const chat::ChatRenderer* renderer = nullptr;
+  const nlohmann::ordered_json* ordered_body = nullptr;
 };
 
 // True when `s` is well-formed UTF-8 (Unicode ch. 3, table 3-7: no overlongs, no surrogates,
@@ -56,12 +70,20 @@ bool is_valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
 // malformed JSON (including lone surrogate escapes such as "\ud800"), not an object.
 std::optional<ApiError> parse_json_body(std::string_view body, nlohmann::json& out);
 
-// JSON object → request. chat_template: the resolved template (chat only). Errors (400):
+// JSON object → request. chat: the renderer and ordered body (chat only). Errors (400):
 // wrong types, out-of-range values, empty prompt or messages, token ids or logit_bias keys
 // outside the vocabulary, prompt (+ max_tokens) longer than the context (code
-// "context_length_exceeded", message with the token counts), chat template failures.
+// "context_length_exceeded", message with the token counts), chat_request.h's errors,
+// template errors (code "template_error", the template's message), tool schemas the grammar
+// converter refuses (code "invalid_json_schema", param "tools").
 std::optional<ApiError> parse_completion_request(const nlohmann::json& body, Endpoint endpoint,
-                                                 const Tokenizer& tokenizer, const std::string& chat_template,
+                                                 const Tokenizer& tokenizer, const ChatSetup& setup,
                                                  const RequestLimits& limits, ParsedRequest& out);
+
+// The chat prompt of a body (messages, tools, tool_choice, chat_template_kwargs) as the model
+// will see it, with the tool grammar it runs under (out: tools, tool_format, tool_prefill,
+// tool_gbnf). Used by parse_completion_request and POST /apply-template. Same errors.
+std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokenizer& tokenizer, ParsedRequest& out,
+                                           SegmentedText& prompt);
 
 }  // namespace ubatch::server

@@ -15,6 +15,7 @@
 #include "server/errors.h"
 #include "server/json_request.h"
 #include "server/sse.h"
+#include "grammar/grammar_cache.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
@@ -184,7 +185,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
         json chunk;
         return !builder_.token(ev, chunk) || write(sse_frame(chunk));
       }
-      case sched::Event::Kind::Finish: return write(sse_frame(builder_.finish(ev)));
+      case sched::Event::Kind::Finish: {
+        json held;
+        if (builder_.flush(ev, held) && !write(sse_frame(held))) return false;
+        return write(sse_frame(builder_.finish(ev)));
+      }
       case sched::Event::Kind::Done: {
         end();
         log_done(stream_->id(), ev);
@@ -292,10 +297,13 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
   if (state.draining) return send_error(res, unavailable("the server is shutting down", kDrainingRetryAfterS));
   const Backend* b = state.backend.load();
   if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
-  if (endpoint == Endpoint::ChatCompletions && !b->chat_template_error.empty())
+  if (endpoint == Endpoint::ChatCompletions && !b->chat)
     return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
   json body;
   if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  nlohmann::ordered_json ordered;  // chat: tool schemas keep their property order
+  if (endpoint == Endpoint::ChatCompletions) ordered = nlohmann::ordered_json::parse(req.body);
+  const ChatSetup setup{b->chat.get(), &ordered};
   RequestLimits limits;
   limits.n_ctx = b->n_ctx;
   limits.n_vocab = b->n_vocab;
@@ -305,9 +313,18 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
   limits.random_seed = state.config.random_seed;
   limits.parse_special = state.config.parse_special;
   ParsedRequest parsed;
-  if (auto e = parse_completion_request(body, endpoint, *b->tokenizer, b->chat_template, limits, parsed))
+  if (auto e = parse_completion_request(body, endpoint, *b->tokenizer, setup, limits, parsed))
     return send_error(res, *e);
   if (auto e = parse_structured_output(req.body, b->engine->grammars(), parsed)) return send_error(res, *e);
+  if (!parsed.tool_gbnf.empty()) {
+    if (parsed.request.grammar)
+      return send_error(res, invalid_request("'tools' (with tool_choice other than \"none\") and a structured output "
+                                             "constraint cannot be combined",
+                                             "tools"));
+    auto compiled = b->engine->grammars().get(grammar::GrammarKind::Gbnf, parsed.tool_gbnf);
+    if (!compiled) return send_error(res, invalid_request("tools: " + compiled.message(), "tools", "invalid_grammar"));
+    parsed.request.grammar = compiled.value();
+  }
 
   const size_t n_prompt = parsed.request.prompt.size();
   sched::Engine::Submitted sub = b->engine->submit(parsed.request);
@@ -316,9 +333,11 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
     return send_error(res, submit_error(sub));
   }
   const uint64_t id = sub.stream->id();
-  spdlog::info("request {:x} {}: {} prompt tokens, n {}, max_tokens {}, stream {}, priority {}, deadline_ms {}{}", id,
+  spdlog::info("request {:x} {}: {} prompt tokens, n {}, max_tokens {}, stream {}, priority {}, deadline_ms {}{}{}", id,
                req.path, n_prompt, parsed.request.n, parsed.request.max_tokens, parsed.stream, parsed.request.priority,
-               parsed.request.deadline_ms, parsed.request.grammar ? ", grammar" : "");
+               parsed.request.deadline_ms, parsed.request.grammar ? ", grammar" : "",
+               parsed.tool_format ? fmt::format(", {} tools ({} format)", parsed.tools.tools.size(), parsed.tool_format->id)
+                                  : std::string());
   if (state.config.log_prompts) spdlog::info("request {:x} prompt: {}", id, parsed.prompt_text);
 
   ResponseMeta meta;
@@ -327,6 +346,13 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
   meta.created = static_cast<int64_t>(std::time(nullptr));
   meta.model = state.config.model_name;
   meta.logprobs = parsed.logprobs;
+  if (parsed.tool_format) {
+    meta.tool_format = parsed.tool_format;
+    std::vector<chat::ToolDef> tools = parsed.tools.tools;
+    meta.tools = std::make_shared<const std::vector<chat::ToolDef>>(std::move(tools));
+    meta.tool_prefill = parsed.tool_prefill;
+    meta.tool_special_text = parsed.tool_gbnf.empty();
+  }
   answer.pending = false;
   auto job = std::make_shared<CompletionJob>(state, *b->engine, *b->tokenizer, parsed, std::move(sub.stream),
                                              std::move(meta), ex);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "chat/chat_renderer.h"
 #include "server/http/server.h"
 #include "server/http_server.h"
 
@@ -21,7 +22,8 @@ struct Backend {
   sched::Engine* engine = nullptr;
   const Tokenizer* tokenizer = nullptr;
   std::string chat_template;     // resolved: the model's template or a family name
-  std::string chat_template_error;  // non-empty: the template cannot render (chat answers 500)
+  std::shared_ptr<const chat::ChatRenderer> chat;  // null: the template cannot render (chat answers 500)
+  std::string chat_template_error;  // why chat is null
   int32_t n_ctx = 0;     // most tokens one request's sequence may hold (prompt + generated)
   int32_t kv_cells = 0;  // KV cache capacity, all sequences together
   int32_t n_vocab = 0;

@@ -75,6 +75,7 @@ class VocabTokenizer final : public Tokenizer {
   bool add_bos_default() const override { return vocab_->add_bos; }
   bool add_eos_default() const override { return vocab_->add_eos; }
   const std::string& chat_template() const override { return vocab_->chat_template; }
+  const std::string& chat_template_tool_use() const override { return vocab_->chat_template_tool_use; }
 
   int32_t token_id(std::string_view text) const override { return vocab_->find(text); }
 

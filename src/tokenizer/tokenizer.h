@@ -104,6 +104,12 @@ class Tokenizer {
 
   // `tokenizer.chat_template` metadata or "" when absent.
   virtual const std::string& chat_template() const = 0;
+  // `tokenizer.chat_template.tool_use` (the template for requests with tools, where a model
+  // ships one) or "" when absent.
+  virtual const std::string& chat_template_tool_use() const {
+    static const std::string none;
+    return none;
+  }
 };
 
 // Holds back bytes of an incomplete UTF-8 character so a token stream never emits half of

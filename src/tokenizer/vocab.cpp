@@ -258,6 +258,8 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
   if (std::optional<std::string_view> tmpl = file.get_string("tokenizer.chat_template")) {
     v.chat_template = std::string(*tmpl);
   }
+  if (std::optional<std::string_view> tmpl = file.get_string("tokenizer.chat_template.tool_use"))
+    v.chat_template_tool_use = std::string(*tmpl);
   return vocab;
 }
 

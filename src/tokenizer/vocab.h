@@ -8,8 +8,8 @@
 //   tokenizer.ggml.token_type   [n_vocab] i32, TokenType below (optional: all NORMAL)
 //   tokenizer.ggml.merges       BPE merges "left right", best first
 //   tokenizer.ggml.{bos,eos,eot,eom,unknown,padding}_token_id, add_bos_token, add_eos_token,
-//   add_space_prefix, tokenizer.ggml.pre, tokenizer.chat_template; WordPiece:
-//   tokenizer.ggml.cls_token_id (used as BOS) and seperator_token_id (sic; used as EOS)
+//   add_space_prefix, tokenizer.ggml.pre, tokenizer.chat_template, tokenizer.chat_template.tool_use;
+//   WordPiece: tokenizer.ggml.cls_token_id (used as BOS) and seperator_token_id (sic; used as EOS)
 #pragma once
 
 #include <cstdint>
@@ -101,6 +101,7 @@ struct Vocab {
   bool add_space_prefix = false;  // SPM only
   std::vector<uint8_t> eog;       // [n_vocab] 1 for end-of-generation tokens
   std::string chat_template;
+  std::string chat_template_tool_use;  // tokenizer.chat_template.tool_use ("" when absent)
 
   // Token for each byte value: SPM <0xNN> tokens (or the one-byte piece when there is no
   // byte token); BPE the GPT-2 byte-to-unicode character's token. -1 when none.

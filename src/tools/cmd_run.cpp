@@ -8,6 +8,7 @@
 #include <sstream>
 #include <fmt/format.h>
 
+#include "chat/chat_renderer.h"
 #include "grammar/grammar_cache.h"
 #include "grammar/matcher.h"
 #include "tools/command.h"
@@ -25,6 +26,8 @@ struct RunOptions {
   std::string prompt_file;
   int32_t n_predict = 128;
   bool chat = false;
+  bool show_prompt = false;      // --chat: print the rendered prompt and exit
+  std::string chat_template;     // --chat-template FILE|NAME
   bool perf = false;
   bool no_bos = false;
   std::string grammar_file;      // GBNF
@@ -76,12 +79,32 @@ int run_generate(RunOptions o) {
   // becomes special tokens.
   SegmentedText text;
   text.content(o.prompt);
+  bool chat_bos = tok.add_bos_default();  // --chat: no BOS when the template wrote it
   if (o.chat) {
-    Result<SegmentedText> chat = render_chat(chat_template_for(*loaded->model, tok), {{"user", o.prompt}}, true);
+    std::string source = chat_template_for(*loaded->model, tok);
+    if (!o.chat_template.empty()) {
+      Result<std::string> t = read_chat_template_option(o.chat_template);
+      if (!t) return fmt::print(stderr, "error: {}\n", t.message()), 1;
+      source = std::move(t.value());
+    }
+    const std::string bos = tok.bos() >= 0 ? tok.token_to_piece(tok.bos(), true) : "";
+    const std::string eos = tok.eos() >= 0 ? tok.token_to_piece(tok.eos(), true) : "";
+    auto renderer = chat::ChatRenderer::create(source, tok.chat_template_tool_use(), bos, eos);
+    if (!renderer) return fmt::print(stderr, "error: --chat: {}\n", renderer.message()), 1;
+    chat::ChatRenderInput in;
+    in.messages.push_back({{"role", "user"}, {"content", o.prompt}});
+    Result<SegmentedText> chat = renderer.value()->render(in);
     if (!chat) return fmt::print(stderr, "error: --chat: {}\n", chat.message()), 1;
     text = std::move(chat.value());
+    chat_bos = renderer.value()->add_bos(text, tok.add_bos_default());
+    if (o.show_prompt) {
+      fmt::print("{}", text.text);
+      return 0;
+    }
+  } else if (o.show_prompt) {
+    return fmt::print(stderr, "error: --show-prompt needs --chat\n"), 1;
   }
-  std::vector<int32_t> prompt = tok.tokenize(text, tok.add_bos_default() && !o.no_bos);
+  std::vector<int32_t> prompt = tok.tokenize(text, chat_bos && !o.no_bos);
   if (prompt.empty()) return fmt::print(stderr, "error: the prompt is empty\n"), 1;
   const int64_t need = static_cast<int64_t>(prompt.size()) + std::max(o.n_predict, 0);
   if (need > ctx.kv().n_cells())
@@ -198,6 +221,9 @@ UBATCH_REGISTER_COMMAND("run", "generate text from a prompt", [](CLI::App& sub) 
   sub.add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
   sub.add_flag("--chat", o->chat, "wrap the prompt in the model's chat template (one user turn)");
+  sub.add_flag("--show-prompt", o->show_prompt, "with --chat: print the prompt the model would see, and exit");
+  sub.add_option("--chat-template", o->chat_template,
+                 "with --chat: a family (gemma, llama3, chatml, llama2, phi3), a template file, or a template's text");
   sub.add_flag("--no-bos", o->no_bos, "do not prepend BOS");
   sub.add_flag("--perf", o->perf, "print timings at exit");
   CLI::Option* g = sub.add_option("--grammar", o->grammar_file, "constrain the output to a GBNF grammar (file)");

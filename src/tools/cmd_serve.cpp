@@ -72,6 +72,11 @@ int run_serve(ServeOptions& o) {
   o.engine.n_batch = o.model.n_batch;  // --n-batch: the engine's token budget per step
   o.engine.max_tokens_cap = o.server.max_tokens_cap;
   server::ServerConfig cfg = o.server;
+  if (!cfg.chat_template.empty()) {
+    Result<std::string> tmpl = read_chat_template_option(cfg.chat_template);
+    if (!tmpl) return fmt::print(stderr, "error: {}\n", tmpl.message()), 1;
+    cfg.chat_template = std::move(tmpl.value());
+  }
   cfg.sampling = o.sampling;
   cfg.random_seed = o.seed_option == nullptr || o.seed_option->count() == 0;
   cfg.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(o.model.model).stem().string();
@@ -218,8 +223,8 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   sub.add_option("--alias", o->alias, "model id in /v1/models and responses (default: the file name)");
   sub.add_option("--chat-template", s.chat_template,
-                 "chat format: a family (gemma, llama3, chatml, llama2, phi3) or a template "
-                 "(default: the model's, else guessed from its vocabulary)");
+                 "chat format: a family (gemma, llama3, chatml, llama2, phi3), a template file, or a template's "
+                 "text (default: the model's, else guessed from its vocabulary)");
   sub.add_option("--n-parallel", o->engine.n_parallel, "most sequences decoding at once (-np)")->capture_default_str()
       ->check(CLI::Range(1, 4096));
   sub.add_option("--max-queue", o->engine.max_queue, "waiting requests before 503")->capture_default_str()

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "tools/command.h"
@@ -108,6 +111,17 @@ std::string chat_template_for(const Model& model, const Tokenizer& tokenizer) {
   const std::string& arch = model.hparams().arch;
   if (arch.rfind("gemma", 0) == 0) return "gemma";  // Gemma GGUFs often ship without a template
   return "";
+}
+
+Result<std::string> read_chat_template_option(const std::string& value) {
+  static const char* kFamilies[] = {"gemma", "gemma2", "gemma3", "llama3", "chatml", "llama2", "phi3"};
+  for (const char* f : kFamilies)
+    if (value == f) return value;
+  std::error_code ec;
+  if (value.empty() || value.size() > 4096 || !std::filesystem::is_regular_file(value, ec)) return value;
+  std::ifstream in(value, std::ios::binary);
+  if (!in) return Status::error(fmt::format("--chat-template: cannot read {}", value));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 Result<std::vector<int32_t>> parse_id_list(const std::string& text) {

@@ -60,6 +60,11 @@ std::string chat_template_for(const Model& model, const Tokenizer& tokenizer);
 // --threads, else the default and why — and the CPU features and kernel level the matmul runs at.
 std::vector<std::string> machine_lines(int32_t requested_threads);
 
+// --chat-template FILE|NAME: a family name (gemma, gemma2, gemma3, llama3, chatml, llama2,
+// phi3) as it is; the path of a readable file: its text (a Jinja template); anything else:
+// the value itself as a template's text. Errors: a path that exists but cannot be read.
+Result<std::string> read_chat_template_option(const std::string& value);
+
 // Parses "1,2,3" (commas or spaces) into ids; errors name the bad item.
 Result<std::vector<int32_t>> parse_id_list(const std::string& text);
 

@@ -1,0 +1,62 @@
+// Splitting a model's reply into text and tool calls, for every format of tool_format.h.
+//
+// scan_tool_calls works on a reply that may still be growing (streaming: final = false) or is
+// complete (final = true). It finds the format's trigger, then reads the calls with the
+// format's syntax: JSON values are delimited by a scanner that knows strings and nesting and
+// parsed by nlohmann-json; the whitespace inside a format's markers is matched loosely (any
+// run, or none); a closing marker missing at the very end of a final reply is accepted (a
+// grammar ends there when the closer is a control token the model cannot spell as text).
+// A call's arguments are the exact JSON text the model wrote (for XmlParams formats, the
+// object built from the parameters: string-typed parameters as strings, others parsed as
+// JSON), so a streamed reply and the same reply unstreamed carry identical arguments.
+//
+// Malformed calls (bad JSON, a function not among the tools, arguments that are not an
+// object, text after the calls) make the whole reply text: parse_tool_calls returns it as
+// content with no calls, never an error.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/tool_format.h"
+#include "chat/tool_types.h"
+
+namespace ubatch::chat {
+
+// A call as far as the text shows it.
+struct PartialCall {
+  std::string name;
+  bool name_done = false;  // the name is complete
+  std::string arguments;   // the arguments text so far (JSON formats: raw bytes as written)
+  bool args_done = false;  // the arguments are complete
+};
+
+struct CallScan {
+  enum class State {
+    NoCalls,     // no trigger in the text (so far): it is all content
+    Incomplete,  // the calls have begun and the text ends inside them (final = false only)
+    Done,        // the calls are complete (and only whitespace follows)
+    Malformed,   // the text after the trigger is not a valid call list
+  };
+  State state = State::NoCalls;
+  size_t calls_begin = std::string_view::npos;  // offset of the trigger (when found)
+  size_t calls_end = std::string_view::npos;    // offset after the calls (when they were read)
+  bool text_after = false;                      // Malformed only because text other than whitespace follows the calls
+  std::vector<PartialCall> calls;
+};
+
+// Scans `text` (the whole reply so far) for calls in format `f`. `tools` supplies the known
+// names and, for XmlParams formats, the parameter types.
+CallScan scan_tool_calls(const ToolFormat& f, std::string_view text, const std::vector<ToolDef>& tools, bool final);
+
+// The complete reply → content and calls (ids left empty for the caller to assign). Text
+// before the trigger, without its trailing whitespace, is the content; with no valid calls
+// the whole text is the content.
+ParsedReply parse_tool_calls(const ToolFormat& f, std::string_view text, const std::vector<ToolDef>& tools);
+
+// A fresh call id: "call_" + 24 random letters and digits.
+std::string new_tool_call_id();
+
+}  // namespace ubatch::chat

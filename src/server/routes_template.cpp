@@ -1,0 +1,35 @@
+#include "server/routes_template.h"
+
+#include "server/errors.h"
+#include "server/json_request.h"
+
+namespace ubatch::server {
+
+namespace {
+
+void apply_template(ServerState& state, const http::Request& req, http::Response& res) {
+  const Backend* b = state.backend.load();
+  if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
+  if (!b->chat) return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
+  nlohmann::json body;
+  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+  const ChatSetup setup{b->chat.get(), &ordered};
+  ParsedRequest parsed;
+  SegmentedText prompt;
+  if (auto e = render_chat_prompt(setup, *b->tokenizer, parsed, prompt)) return send_error(res, *e);
+  send_json(
+      res, 200,
+      {{"prompt", prompt.text},
+       {"tool_format", parsed.tool_format ? nlohmann::json(std::string(parsed.tool_format->id)) : nlohmann::json()}});
+}
+
+}  // namespace
+
+void register_template_routes(http::Router& router, ServerState& state) {
+  auto handler = [&state](const http::Request& req, http::Response& res) { apply_template(state, req, res); };
+  router.post("/apply-template", handler);
+  router.post("/v1/apply-template", handler);
+}
+
+}  // namespace ubatch::server
