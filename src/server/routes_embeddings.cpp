@@ -36,8 +36,8 @@ ApiError submit_error(const sched::Engine::Submitted& s) {
   return server_error(s.error_message);
 }
 
-// The pooling requests use: the server's --pooling, else the model file's, else mean (the
-// mean of the final hidden states, as llama-server pools a model whose file names none).
+// The pooling requests use: the server's --pooling, else the model file's, else mean (so any
+// decoder model can embed; docs/API.md, "POST /v1/embeddings").
 sched::Pooling resolve_pooling(const ServerConfig& cfg, const sched::Engine& engine) {
   if (cfg.pooling != sched::Pooling::None) return cfg.pooling;
   const sched::Pooling file = engine.model_pooling();
