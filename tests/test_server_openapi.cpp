@@ -304,7 +304,7 @@ TEST_F(ServerOpenApi, EveryDocumentedOperationIsServed) {
     EXPECT_TRUE(other.status == 404 || other.status == 405) << "undocumented method answered " << other.status;
   }
   // Paths the document does not list are not served.
-  for (const char* path : {"/v1", "/v1/embeddings", "/props", "/slots", "/v1/completions/", "/openapi.yaml",
+  for (const char* path : {"/v1", "/v1/rerank", "/props", "/slots", "/v1/completions/", "/openapi.yaml",
                            "/docs", "/v2/models"}) {
     EXPECT_EQ(get(served_->port, path).status, 404) << path;
     EXPECT_EQ(post(served_->port, path, "{}").status, 404) << path;
@@ -354,6 +354,12 @@ TEST_F(ServerOpenApi, AnswersConformToTheDocumentedSchemas) {
                     "ChatCompletionChunk");
   tool_chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", "g"}}}};
   expect_documented("post", "/apply-template", post(port, "/apply-template", tool_chat.dump()));
+  for (const char* path : {"/v1/embeddings", "/embeddings"}) {
+    expect_documented("post", path, post(port, path, R"({"input": ["hello", "world"]})"));
+    expect_documented("post", path, post(port, path, R"({"input": [1, 2, 3], "encoding_format": "base64", "dimensions": 4})"));
+    expect_documented("post", path, post(port, path, R"({"input": ""})"));
+  }
+  EXPECT_EQ(post(port, "/v1/embeddings", R"({"input": "hello"})").status, 200);
   for (const char* path : {"/v1/models", "/models", "/health", "/v1/health", "/metrics", "/openapi.json"})
     expect_documented("get", path, get(port, path));
   expect_documented("post", "/tokenize", post(port, "/tokenize", R"({"content": "hi", "add_special": true})"));

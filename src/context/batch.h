@@ -1,5 +1,6 @@
 // A batch: what one engine step hands to Context::decode — token ids, their positions, the
-// sequence(s) each token belongs to, and which rows need logits.
+// sequence(s) each token belongs to, which rows need logits, and which need their final hidden
+// state (embeddings).
 #pragma once
 
 #include <cstdint>
@@ -13,20 +14,26 @@ struct Batch {
   std::vector<int32_t> pos;                   // [n_tokens] position in each of its sequences
   std::vector<std::vector<int32_t>> seq_ids;  // [n_tokens] one or more seq_ids (the first computes; the others get a copy of its K/V)
   std::vector<uint8_t> logits;                // [n_tokens] 1 = return this row's logits
+  std::vector<uint8_t> embd;                  // [n_tokens] or empty: 1 = return this row's final hidden state
 
   int32_t n_tokens() const { return static_cast<int32_t>(token.size()); }
-  void add(int32_t id, int32_t p, std::initializer_list<int32_t> seqs, bool want_logits) {
+  void add(int32_t id, int32_t p, std::initializer_list<int32_t> seqs, bool want_logits, bool want_embd = false) {
     token.push_back(id);
     pos.push_back(p);
     seq_ids.emplace_back(seqs);
     logits.push_back(want_logits ? 1 : 0);
+    if (want_embd && embd.size() + 1 < token.size()) embd.resize(token.size() - 1, 0);
+    if (want_embd || !embd.empty()) embd.push_back(want_embd ? 1 : 0);
   }
-  void add(int32_t id, int32_t p, int32_t seq, bool want_logits) { add(id, p, {seq}, want_logits); }
+  void add(int32_t id, int32_t p, int32_t seq, bool want_logits, bool want_embd = false) {
+    add(id, p, {seq}, want_logits, want_embd);
+  }
   void clear() {
     token.clear();
     pos.clear();
     seq_ids.clear();
     logits.clear();
+    embd.clear();
   }
 };
 

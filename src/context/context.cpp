@@ -102,7 +102,8 @@ DecodeResult Context::validate(const Batch& b) const {
   const int32_t n = b.n_tokens();
   if (n <= 0) return invalid("decode: empty batch");
   if (n > params_.n_batch) return invalid(fmt::format("decode: batch of {} tokens exceeds n_batch {}", n, params_.n_batch));
-  if (b.pos.size() != size_t(n) || b.seq_ids.size() != size_t(n) || b.logits.size() != size_t(n))
+  if (b.pos.size() != size_t(n) || b.seq_ids.size() != size_t(n) || b.logits.size() != size_t(n) ||
+      (!b.embd.empty() && b.embd.size() != size_t(n)))
     return invalid("decode: batch arrays differ in length");
   const int32_t n_vocab = model_->hparams().n_vocab;
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> next;  // seq -> (next pos, tokens)
@@ -156,6 +157,13 @@ DecodeResult Context::decode(const Batch& b) {
   for (int32_t t = 0; t < n; ++t)
     if (b.logits[t]) output_row_[t] = n_out++;
   logits_.resize(static_cast<size_t>(n_out) * n_vocab);
+  const int32_t n_embd = model_->hparams().n_embd;
+  embd_row_.assign(n, -1);
+  int32_t n_embd_rows = 0;
+  if (!b.embd.empty())
+    for (int32_t t = 0; t < n; ++t)
+      if (b.embd[t]) embd_row_[t] = n_embd_rows++;
+  embd_.resize(static_cast<size_t>(n_embd_rows) * n_embd);
 
   std::vector<int32_t> primary(n);
   for (int32_t t = 0; t < n; ++t) primary[t] = b.seq_ids[t][0];
@@ -175,7 +183,11 @@ DecodeResult Context::decode(const Batch& b) {
     int32_t first_out = -1;
     for (int32_t t = start; t < start + len && first_out < 0; ++t) first_out = output_row_[t];
     float* out = first_out >= 0 ? logits_.data() + static_cast<size_t>(first_out) * n_vocab : nullptr;
-    s = model_->forward(ub, view, out, *pool_);
+    ub.embd = b.embd.empty() ? nullptr : &b.embd[start];
+    int32_t first_embd = -1;
+    for (int32_t t = start; t < start + len && first_embd < 0; ++t) first_embd = embd_row_[t];
+    float* embd_out = first_embd >= 0 ? embd_.data() + static_cast<size_t>(first_embd) * n_embd : nullptr;
+    s = model_->forward(ub, view, out, *pool_, embd_out);
     UBATCH_CHECK_MSG(s.is_ok(), s.message().c_str());
     // Rows shared into further sequences: give each a cell holding a copy of the K/V.
     for (int32_t t = start; t < start + len; ++t) {
@@ -205,6 +217,11 @@ int32_t Context::n_ctx_seq() const {
 const float* Context::logits(int32_t i) const {
   if (i < 0 || i >= static_cast<int32_t>(output_row_.size()) || output_row_[i] < 0) return nullptr;
   return logits_.data() + static_cast<size_t>(output_row_[i]) * model_->hparams().n_vocab;
+}
+
+const float* Context::embedding(int32_t i) const {
+  if (i < 0 || i >= static_cast<int32_t>(embd_row_.size()) || embd_row_[i] < 0) return nullptr;
+  return embd_.data() + static_cast<size_t>(embd_row_[i]) * model_->hparams().n_embd;
 }
 
 }  // namespace ubatch

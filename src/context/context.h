@@ -61,6 +61,12 @@ class Context {
   // [n_vocab] floats; nullptr otherwise.
   const float* logits(int32_t i) const;
   int32_t n_vocab() const { return model_->hparams().n_vocab; }
+  // Final hidden state of the batch row i of the last decode (which must have had embd[i]
+  // set): [n_embd] floats, the residual stream after the last layer through the output norm
+  // (before the output projection), not pooled or normalised further; nullptr otherwise.
+  // A row's vector depends only on its sequence's tokens, not on the other rows of the batch.
+  const float* embedding(int32_t i) const;
+  int32_t n_embd() const { return model_->hparams().n_embd; }
 
   Model& model() { return *model_; }
   const Model& model() const { return *model_; }
@@ -82,6 +88,8 @@ class Context {
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::vector<float> logits_;        // [n_outputs, n_vocab]
   std::vector<int32_t> output_row_;  // [n_tokens of last batch] row in logits_ or -1
+  std::vector<float> embd_;          // [n_embd_rows, n_embd]
+  std::vector<int32_t> embd_row_;    // [n_tokens of last batch] row in embd_ or -1
   ContextPerf perf_;
 };
 

@@ -108,6 +108,7 @@ const std::vector<std::string_view>& common_arch_keys() {
       "attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.dimension_count",
       "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear",
       "vocab_size",  // checked against token_embd.weight at load
+      "pooling_type",  // how /v1/embeddings pools the final hidden states (no effect on the forward pass)
   };
   return keys;
 }

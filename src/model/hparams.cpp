@@ -144,6 +144,10 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
   if (!(s = read_float(f, a, "attention.layer_norm_rms_epsilon", hp.rms_eps))) return s;
   if (!(s = read_float(f, a, "rope.freq_base", hp.rope_base))) return s;
   if (!(s = read_int(f, a, "attention.sliding_window", hp.sliding_window, false))) return s;
+  if (!(s = read_int(f, a, "pooling_type", hp.pooling_type, false))) return s;
+  if (hp.pooling_type > 3)
+    return Status::error(fmt::format("model: {}.pooling_type {} is not supported (0 none, 1 mean, 2 cls, 3 last)", a,
+                                     hp.pooling_type));
   if (!(hp.rms_eps > 0.0f))
     return Status::error(fmt::format("model: {}.attention.layer_norm_rms_epsilon must be > 0, is {}", a, hp.rms_eps));
   if (!(hp.rope_base > 0.0f))

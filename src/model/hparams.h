@@ -44,6 +44,9 @@ struct HParams {
   float rope_attn_factor = 1.0f;   // <arch>.rope.scaling.attn_factor: multiplies cos and sin
   float attn_softcap = 0.0f;       // <arch>.attn_logit_softcapping (0: none)
   float final_softcap = 0.0f;      // <arch>.final_logit_softcapping (0: none)
+  // <arch>.pooling_type, as the GGUF spec numbers it: -1 absent, 0 none, 1 mean, 2 cls,
+  // 3 last. Set (> 0) in an embedding model's file; other values are refused at load.
+  int32_t pooling_type = -1;
 
   // Architecture choices.
   bool embd_scale_sqrt = false;    // multiply embeddings by sqrt(n_embd) (Gemma)

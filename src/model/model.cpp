@@ -291,7 +291,7 @@ Status Model::pack_weights() {
   return Status::ok();
 }
 
-Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels::ThreadPool& pool) {
+Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels::ThreadPool& pool, float* embd) {
   const HParams& hp = hp_;
   const int64_t T = ub.n_tokens;
   if (T <= 0) return Status::error("forward: empty ubatch");
@@ -475,6 +475,17 @@ Status Model::forward(const UBatch& ub, const KvView& kv, float* logits, kernels
         kernels::add(x + t * E, r, x + t * E, E);
       }
     });
+  }
+
+  // Final hidden states (after the output norm) for the rows asked for.
+  if (ub.embd) {
+    int64_t n_embd_out = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (!ub.embd[t]) continue;
+      UBATCH_CHECK_MSG(embd != nullptr, "forward: rows want hidden states but no buffer was given");
+      kernels::rms_norm(x + t * E, output_norm_, embd + n_embd_out * E, E, hp.rms_eps);
+      ++n_embd_out;
+    }
   }
 
   // Logits only for the rows asked for.

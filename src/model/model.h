@@ -82,8 +82,12 @@ class Model {
 
   // Runs the ubatch. Every token's K/V row is written into its KV cell before attention of
   // the same layer. logits: [n_outputs, n_vocab] f32 for the rows with output set, in
-  // ubatch order. Errors (nothing written to logits): token id out of range, n_tokens <= 0.
-  Status forward(const UBatch& ub, const KvView& kv, float* logits, kernels::ThreadPool& pool);
+  // ubatch order. embd: [n_embd_rows, n_embd] f32, the final normalised hidden state of the
+  // rows with UBatch::embd set, in ubatch order (may be nullptr when no row has it). Each
+  // row is computed from its own residual stream only, so it does not depend on the other
+  // rows of the ubatch. Errors (nothing written): token id out of range, n_tokens <= 0.
+  Status forward(const UBatch& ub, const KvView& kv, float* logits, kernels::ThreadPool& pool,
+                 float* embd = nullptr);
 
  private:
   Model() = default;

@@ -15,6 +15,10 @@ struct UBatch {
   const int32_t* token = nullptr;   // token ids, each in [0, n_vocab)
   const int32_t* pos = nullptr;     // position of each token in its sequence (RoPE index)
   const uint8_t* output = nullptr;  // 1 where the caller wants this row's logits
+  // 1 where the caller wants this row's final hidden state: the residual stream after the
+  // last layer, through the output norm (the vector the output projection would read).
+  // nullptr: none.
+  const uint8_t* embd = nullptr;
   // Most positions one sequence of the caller's context may reach (0: the model's training
   // context). Only LongRoPE reads it: more than the original context selects its long factors,
   // as the format's reference chooses by its per-sequence context size.

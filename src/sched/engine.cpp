@@ -199,6 +199,11 @@ int32_t Engine::n_ctx_seq() const {
   return limit > 0 ? std::min(limit, cells) : cells;
 }
 int32_t Engine::n_vocab() const { return impl_->ctx.n_vocab(); }
+int32_t Engine::n_embd() const { return impl_->ctx.n_embd(); }
+Pooling Engine::model_pooling() const {
+  const int32_t t = impl_->ctx.model().hparams().pooling_type;
+  return t >= 1 && t <= 3 ? static_cast<Pooling>(t) : Pooling::None;
+}
 grammar::GrammarCache& Engine::grammars() { return impl_->grammars; }
 
 Engine::Info Engine::info() const {

@@ -100,6 +100,10 @@ class Engine {
   int32_t n_ctx() const;      // KV cache capacity in tokens, all sequences together
   int32_t n_ctx_seq() const;  // most tokens one request's sequence may hold (<= n_ctx())
   int32_t n_vocab() const;
+  int32_t n_embd() const;     // width of a final hidden state (embedding requests' vectors)
+  // The pooling the model file names (<arch>.pooling_type 1 mean, 2 cls, 3 last): set in an
+  // embedding model's file; None when the file has no such key (or says 0, none).
+  Pooling model_pooling() const;
 
   // Thread-safe. Compiles grammars for this engine's vocabulary, keeping recent ones
   // (Request::grammar takes what it returns).

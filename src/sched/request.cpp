@@ -77,4 +77,14 @@ void Stream::push(Event e) {
   if (n) (*n)();
 }
 
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::None: return "none";
+    case Pooling::Mean: return "mean";
+    case Pooling::Cls: return "cls";
+    case Pooling::Last: return "last";
+  }
+  return "?";
+}
+
 }  // namespace ubatch::sched

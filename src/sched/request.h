@@ -36,6 +36,11 @@ enum class DeadlinePolicy {
 };
 const char* deadline_policy_name(DeadlinePolicy p);  // "strict", "best_effort"
 
+// How an embedding request reduces the final hidden states of its tokens to one vector
+// (numbered as the GGUF spec's <arch>.pooling_type). None: not an embedding request.
+enum class Pooling { None = 0, Mean = 1, Cls = 2, Last = 3 };
+const char* pooling_name(Pooling p);  // "none", "mean", "cls", "last"
+
 struct Request {
   std::vector<int32_t> prompt;      // token ids; when empty, prompt_text is tokenized
   std::string prompt_text;          // tokenized with BOS per the model and special tokens parsed
@@ -53,6 +58,12 @@ struct Request {
   // with Stop; one that reaches max_tokens first ends with Length, its text incomplete.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   bool speculative = true;          // false: never draft for this request (output is the same either way)
+  // Not None: an embedding request. Its prompt runs as a prefill-only sequence (in the same
+  // steps as generation; no logits, no sampling, nothing generated: max_tokens, n, sampling,
+  // stop, grammar and top_logprobs are ignored, n must be 1) and its Done event carries the
+  // pooled final hidden state (Event::embedding). Mean and cls pooling compute every prompt
+  // token (no prefix-cache reuse); last reuses a cached prefix as generation does.
+  Pooling pooling = Pooling::None;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error, Deadline };
@@ -96,6 +107,10 @@ struct Event {
   Usage usage;                    // Done
   Timings timings;                // Done
   std::optional<SubmitError> rejection;  // Done: refused at admission; nothing ran
+  // Done of an embedding request that succeeded: [n_embd] floats, the pooled final hidden
+  // state (Request::pooling; mean: the average over the prompt's tokens, summed in token
+  // order in double precision), not normalised. Empty otherwise.
+  std::vector<float> embedding;
 };
 
 // A request's output channel: the engine thread pushes, a client thread pops — either

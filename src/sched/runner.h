@@ -55,6 +55,11 @@ class Runner {
   virtual int32_t n_vocab() const = 0;
   // Decodes the batch; rows[k] belongs to the k-th batch row with logits set.
   virtual DecodeResult run(const Batch& batch, std::vector<RowSample>& rows) = 0;
+  // Width of a final hidden state (0: this runner cannot return them, embedding requests are
+  // refused), and the one of batch row i of the last run (which had Batch::embd[i] set):
+  // [n_embd] floats, or nullptr.
+  virtual int32_t n_embd() const { return 0; }
+  virtual const float* embedding(int32_t /*batch_row*/) const { return nullptr; }
   virtual std::string token_to_piece(int32_t id) const = 0;
   virtual bool is_eog(int32_t id) const = 0;
   // Milliseconds on the runner's clock (steady clock, or virtual in simulation).

@@ -49,9 +49,13 @@ struct Scheduler::Seq {
   double admitted_ms = -1;         // last (re)admission
   double preempted_at_ms = -1;     // while preempted: when
   double readmitted_from_ms = -1;  // the preemption its last admission ended (undone by unadmit)
+  // Embedding requests: the pooled final hidden states of the tokens computed since the last
+  // admission (mean: their sum in token order; cls, last: the one row), [n_embd].
+  std::vector<double> pool_sum;
   Seq(const SamplingParams& sp, int32_t n_vocab, std::vector<std::string> stops)
       : sampler(sp, n_vocab), stop(std::move(stops)) {}
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
+  Pooling pooling() const;
 };
 
 struct Scheduler::Req {
@@ -70,7 +74,23 @@ struct Scheduler::Req {
   int32_t n_preempted = 0;
   double preempted_ms = 0;
   std::string error;
+  std::vector<float> embedding;  // embedding requests: the pooled vector, once computed
 };
+
+Pooling Scheduler::Seq::pooling() const { return req->request.pooling; }
+
+namespace {
+// Whether batch row `i` (a prompt position) of an embedding sequence needs its hidden state.
+bool pools_row(Pooling p, int32_t i, int32_t n_tokens) {
+  switch (p) {
+    case Pooling::Mean: return true;
+    case Pooling::Cls: return i == 0;
+    case Pooling::Last: return i + 1 == n_tokens;
+    case Pooling::None: return false;
+  }
+  return false;
+}
+}  // namespace
 
 Scheduler::Scheduler(Runner& runner, const EngineConfig& config)
     : runner_(runner),
@@ -93,6 +113,7 @@ std::optional<SubmitError> Scheduler::validate(const Request& r) const {
   for (size_t i = 0; i < r.prompt.size(); ++i)
     if (r.prompt[i] < 0 || r.prompt[i] >= n_vocab)
       return invalid(fmt::format("prompt token {} at index {} is outside the vocabulary [0, {})", r.prompt[i], i, n_vocab));
+  if (r.pooling != Pooling::None) return validate_embedding(r);
   if (r.max_tokens < 1) return invalid(fmt::format("max_tokens must be >= 1, got {}", r.max_tokens));
   if (r.max_tokens > cfg_.max_tokens_cap)
     return invalid(fmt::format("max_tokens {} is above the limit {}", r.max_tokens, cfg_.max_tokens_cap));
@@ -166,6 +187,20 @@ std::optional<SubmitError> Scheduler::submit(uint64_t id, Request request, std::
   }
   requests_.emplace(id, std::move(r));
   update_gauges();
+  return std::nullopt;
+}
+
+// An embedding request: one prefill-only sequence that must fit one sequence's context.
+std::optional<SubmitError> Scheduler::validate_embedding(const Request& r) const {
+  if (runner_.n_embd() <= 0) return SubmitError{SubmitError::Code::Invalid, "this engine cannot compute embeddings"};
+  if (r.n != 1) return SubmitError{SubmitError::Code::Invalid, fmt::format("an embedding request has n = 1, got {}", r.n)};
+  const KvCache& kv = runner_.kv();
+  const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
+  const int64_t limit = cfg_.n_ctx_seq > 0 ? std::min<int64_t>(cfg_.n_ctx_seq, kv.n_cells()) : kv.n_cells();
+  const int64_t need_blocks = (n_prompt + kv.block_size() - 1) / kv.block_size();
+  if (n_prompt > limit || need_blocks > kv.n_blocks())
+    return SubmitError{SubmitError::Code::TooLong,
+                       fmt::format("the input has {} tokens, above the {} tokens one sequence may hold", n_prompt, limit)};
   return std::nullopt;
 }
 
@@ -270,12 +305,13 @@ bool Scheduler::admit(Seq& s) {
     kv.seq_cp(leader.seq_id, s.seq_id);
     kv.seq_rm(s.seq_id, s.n_prompt - 1, -1);  // recompute the last prompt token for this sample's logits
     reused = kv.seq_n_tokens(s.seq_id);
-  } else {
+  } else if (s.pooling() != Pooling::Mean && s.pooling() != Pooling::Cls) {  // those need every row they pool
     const int32_t n = static_cast<int32_t>(s.tokens.size());
     reused = kv.seq_reuse_prefix(s.seq_id, s.tokens.data(), n, n - 1);
     if (s.index == 0 && !s.admitted_once) s.req->usage.cached_tokens = std::min(reused, s.n_prompt);
   }
   s.n_computed = reused;
+  if (s.pooling() != Pooling::None) s.pool_sum.assign(static_cast<size_t>(runner_.n_embd()), 0.0);
   const double now = runner_.now_ms();
   s.waited_ms += now - s.wait_since_ms;
   s.rank = s.req->request.priority + aging_levels(s.waited_ms, cfg_.aging_ms);
@@ -584,7 +620,7 @@ void Scheduler::plan_prefills(std::vector<Entry>& entries, int32_t& budget, int3
 }
 
 bool Scheduler::speculates(const Seq& s) const {
-  return cfg_.spec_k > 0 && cfg_.spec_ngram > 0 && s.req->request.speculative;
+  return cfg_.spec_k > 0 && cfg_.spec_ngram > 0 && s.req->request.speculative && s.pooling() == Pooling::None;
 }
 
 // Drafts for decode entries, into the budget and KV blocks the plan left: each sequence's
@@ -598,7 +634,8 @@ void Scheduler::plan_drafts(std::vector<Entry>& entries, int32_t budget, int32_t
   int64_t tokens = 0, rows = 0;
   for (const Entry& e : entries) {
     tokens += e.n_tokens;
-    if (e.seq->n_computed + e.n_tokens == static_cast<int32_t>(e.seq->tokens.size())) ++rows;
+    if (e.seq->n_computed + e.n_tokens == static_cast<int32_t>(e.seq->tokens.size()) && e.seq->pooling() == Pooling::None)
+      ++rows;
   }
   int32_t avail = kv.n_blocks_available() - reserved;
   if (avail < 0) return;
@@ -672,6 +709,7 @@ bool Scheduler::step() {
   std::vector<RowSample> rows;
   std::vector<Seq*> row_seq;
   std::vector<size_t> first_row(entries.size(), SIZE_MAX);  // each entry's first RowSample
+  std::vector<std::pair<Seq*, int32_t>> embd_rows;  // embedding sequences' pooled rows: (sequence, batch row)
   int32_t n_tokens = 0;
   for (size_t k = 0; k < entries.size(); ++k) {
     const Entry& e = entries[k];
@@ -686,8 +724,18 @@ bool Scheduler::step() {
       rows.push_back(row);
       row_seq.push_back(&s);
     };
+    const int32_t n_seq_tokens = static_cast<int32_t>(s.tokens.size());
+    if (s.pooling() != Pooling::None) {  // prefill only: hidden states of the rows it pools, no logits
+      for (int32_t i = s.n_computed; i < s.n_computed + e.n_tokens; ++i) {
+        const bool pooled = pools_row(s.pooling(), i, n_seq_tokens);
+        if (pooled) embd_rows.push_back({&s, batch.n_tokens()});
+        batch.add(s.tokens[i], i, s.seq_id, false, pooled);
+      }
+      n_tokens += e.n_tokens;
+      continue;
+    }
     for (int32_t i = s.n_computed; i < s.n_computed + e.n_tokens; ++i) {
-      const bool last = i + 1 == static_cast<int32_t>(s.tokens.size());
+      const bool last = i + 1 == n_seq_tokens;
       batch.add(s.tokens[i], i, s.seq_id, last);
       if (last) add_row(e.draft.empty() ? -1 : e.draft[0]);
     }
@@ -723,6 +771,16 @@ bool Scheduler::step() {
         finish_seq(*e.seq, FinishReason::Error, res.message);
       }
     return true;
+  }
+  // Embedding sequences: pool their rows, in token order (each sequence's rows are in order).
+  for (const auto& [seq, row] : embd_rows) {
+    const float* h = runner_.embedding(row);
+    UBATCH_CHECK_MSG(h != nullptr, "scheduler: the runner returned no hidden state for a pooled row");
+    if (seq->pooling() == Pooling::Mean) {
+      for (size_t j = 0; j < seq->pool_sum.size(); ++j) seq->pool_sum[j] += static_cast<double>(h[j]);
+    } else {
+      for (size_t j = 0; j < seq->pool_sum.size(); ++j) seq->pool_sum[j] = static_cast<double>(h[j]);
+    }
   }
   uint64_t prompt_tokens = 0, n_draft_tokens = 0, n_accepted = 0, n_spec_seqs = 0, n_sampling_seqs = 0;
   KvCache& kv = runner_.kv();
@@ -777,6 +835,15 @@ bool Scheduler::step() {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     metrics_.grammar_ms += grammar_ms;
     metrics_.grammar_rows += grammar_rows;
+  }
+  // Embedding sequences whose prompt is computed are done: their vector goes out with Done.
+  for (const Entry& e : entries) {
+    Seq& s = *e.seq;
+    if (s.pooling() == Pooling::None || s.done || s.remaining() > 0) continue;
+    const double scale = s.pooling() == Pooling::Mean ? 1.0 / static_cast<double>(s.tokens.size()) : 1.0;
+    s.req->embedding.resize(s.pool_sum.size());
+    for (size_t j = 0; j < s.pool_sum.size(); ++j) s.req->embedding[j] = static_cast<float>(s.pool_sum[j] * scale);
+    finish_seq(s, FinishReason::Stop);
   }
   // Stream the sampled tokens in order; a sequence that finishes drops the rest of its rows.
   for (size_t k = 0; k < entries.size(); ++k) {
@@ -907,6 +974,7 @@ void Scheduler::finish_request(Req& r) {
   done.kind = Event::Kind::Done;
   done.usage = r.usage;
   done.error = r.error;
+  done.embedding = std::move(r.embedding);
   done.timings.queue_ms = r.first_sched_ms >= 0 ? r.first_sched_ms - r.arrival_ms : now - r.arrival_ms;
   done.timings.ttft_ms = r.first_token_ms >= 0 ? r.first_token_ms - r.arrival_ms : 0.0;
   const int32_t after_first = r.usage.completion_tokens - static_cast<int32_t>(r.seqs.size());

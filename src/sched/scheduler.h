@@ -110,6 +110,7 @@ class Scheduler {
   void preempt_for_priority(double now);
   Seq* priority_victim(const Seq& waiting, double now);
   std::optional<SubmitError> check_deadline(const Req& r, double now) const;
+  std::optional<SubmitError> validate_embedding(const Request& r) const;
   void plan(std::vector<Entry>& entries);
   void plan_decodes(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved);
   void plan_prefills(std::vector<Entry>& entries, int32_t& budget, int32_t& reserved, double now);

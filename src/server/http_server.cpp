@@ -14,6 +14,7 @@
 #include "server/errors.h"
 #include "server/http/server.h"
 #include "server/routes_completions.h"
+#include "server/routes_embeddings.h"
 #include "server/routes_misc.h"
 #include "server/routes_template.h"
 #include "server/routes_webui.h"
@@ -110,6 +111,7 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
 
   http::Router router;
   register_completion_routes(router, st);
+  register_embedding_routes(router, st);
   register_misc_routes(router, st, static_cast<int64_t>(std::time(nullptr)));
   register_template_routes(router, st);
   if (st.config.webui) register_webui_routes(router, st);

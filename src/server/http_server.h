@@ -24,6 +24,7 @@
 
 #include "common/status.h"
 #include "sampling/sampler.h"
+#include "sched/request.h"
 
 namespace ubatch {
 class Tokenizer;
@@ -59,6 +60,10 @@ struct ServerConfig {
   bool random_seed = true;         // a request without "seed" gets a random one (false: sampling.seed)
   bool parse_special = true;       // /v1/completions text prompts: special-token text becomes special tokens
   bool webui = true;               // the web page at / and its dashboard events (routes_webui.h)
+  // /v1/embeddings (routes_embeddings.h): how the final hidden states are pooled (None: as the
+  // model file says, <arch>.pooling_type, else mean) and whether vectors are L2-normalised.
+  sched::Pooling pooling = sched::Pooling::None;
+  bool embd_normalize = true;
 };
 
 class HttpServer {

@@ -297,6 +297,9 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
   if (state.draining) return send_error(res, unavailable("the server is shutting down", kDrainingRetryAfterS));
   const Backend* b = state.backend.load();
   if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
+  if (b->engine->model_pooling() != sched::Pooling::None)  // the file says: an embedding model
+    return send_error(res, invalid_request("this model is an embedding model (its file sets a pooling type): it "
+                                           "serves /v1/embeddings, not completions", "model", "model_not_supported"));
   if (endpoint == Endpoint::ChatCompletions && !b->chat)
     return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
   json body;

@@ -34,6 +34,7 @@ struct ServeOptions {
   server::ServerConfig server;
   sched::EngineConfig engine;
   std::string policy = "ubatch";
+  std::string pooling;  // --pooling: "" (the model file's, else mean), mean, cls, last
   std::string alias;
   std::string log_level = "info";
   double shutdown_timeout_s = 10;
@@ -69,6 +70,9 @@ int run_serve(ServeOptions& o) {
     }
     o.model.n_batch = o.engine.n_parallel;
   }
+  if (o.pooling == "mean") o.server.pooling = sched::Pooling::Mean;
+  if (o.pooling == "cls") o.server.pooling = sched::Pooling::Cls;
+  if (o.pooling == "last") o.server.pooling = sched::Pooling::Last;
   o.engine.n_batch = o.model.n_batch;  // --n-batch: the engine's token budget per step
   o.engine.max_tokens_cap = o.server.max_tokens_cap;
   server::ServerConfig cfg = o.server;
@@ -129,6 +133,9 @@ int run_serve(ServeOptions& o) {
       for (const std::string& f : loaded->model->features()) features += (features.empty() ? "" : "; ") + f;
       spdlog::info("architecture {}: {}", loaded->model->hparams().arch, features);
       for (const std::string& k : loaded->model->hparams().ignored_keys) spdlog::info("not applied: {}", k);
+      if (engine.model_pooling() != sched::Pooling::None)
+        spdlog::info("embedding model (pooling {} in the file): /v1/completions and /v1/chat/completions answer 400",
+                     sched::pooling_name(engine.model_pooling()));
     }
     for (const std::string& line : machine_lines(o.model.n_threads)) spdlog::info("{}", line);
     if (cfg.webui)
@@ -187,6 +194,12 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_flag_callback("--no-parse-special", [&s] { s.parse_special = false; },
                "tokenize /v1/completions text prompts as plain text: special-token text such as "
                "<start_of_turn> stays text (chat content is always plain text)");
+  sub.add_option("--pooling", o->pooling,
+                 "how /v1/embeddings pools the final hidden states: mean, cls (first token), last (default: the "
+                 "model file's <arch>.pooling_type, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
+  sub.add_flag_callback("--no-normalize", [&s] { s.embd_normalize = false; },
+                        "/v1/embeddings returns the pooled vectors as they are, not L2-normalised");
   sub.add_flag_callback("--no-webui", [&s] { s.webui = false; },
                         "no web page: GET / (playground, dashboard) and /v1/dashboard/events answer 404");
   sub.add_option("--http-threads", s.http_threads,
