@@ -9,9 +9,11 @@
 // segments only — and that each render stays far inside the default sandbox budget.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -133,6 +135,74 @@ TEST(TemplateCorpus, EveryTemplateAndConversationMatchesTheReference) {
   }
   std::printf("template corpus: %d of %d (template, conversation) pairs match the reference\n", passed, pairs);
   EXPECT_EQ(passed, pairs) << failures;
+}
+
+// The injection rule on real templates: in every template's rendering of c7, the user text
+// full of special-token look-alikes is present verbatim and every one of its bytes is in a data
+// segment — so no special token can be made from it. The template's own markup is literal.
+TEST(TemplateCorpus, SpecialTokenLookalikesInContentAreAlwaysData) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::string dir = ubatch::test::reference_path("templates/");
+  const ordered_json* c7 = find_case("c7_special_token_lookalikes");
+  ASSERT_NE(c7, nullptr);
+  const std::string verbatim = (*c7)["must_appear_verbatim"].get<std::string>();
+  int checked = 0;
+  for (const auto& [template_id, results] : corpus().expected.items()) {
+    if (!results.contains("c7_special_token_lookalikes") || !results["c7_special_token_lookalikes"].contains("output"))
+      continue;
+    const std::string source = read_text(dir + corpus().cases["templates"][template_id]["file"].get<std::string>());
+    auto r = ChatTemplateRenderer::create(source)->render(inputs_for(template_id, *c7));
+    ASSERT_TRUE(r) << template_id << ": " << r.error().describe();
+    const SegmentedText& out = r.value();
+    // Mark of every byte.
+    std::vector<bool> literal(out.text.size());
+    size_t begin = 0;
+    for (const auto& seg : out.segments) {
+      for (size_t i = begin; i < seg.end; ++i) literal[i] = seg.parse_special;
+      begin = seg.end;
+    }
+    size_t found = 0;
+    for (size_t p = out.text.find(verbatim); p != std::string::npos; p = out.text.find(verbatim, p + 1)) {
+      ++found;
+      for (size_t i = p; i < p + verbatim.size(); ++i)
+        ASSERT_FALSE(literal[i]) << template_id << ": byte " << i << " of the user text is marked literal";
+    }
+    EXPECT_GE(found, 1u) << template_id << ": the user text does not appear verbatim";
+    // And the template's markup is there as literal text.
+    bool any_literal = false;
+    for (const auto& seg : out.segments) any_literal = any_literal || seg.parse_special;
+    EXPECT_TRUE(any_literal) << template_id;
+    ++checked;
+  }
+  std::printf("c7 look-alikes stay data in all %d templates that render the case\n", checked);
+  EXPECT_EQ(checked, 47);
+}
+
+// Each render of the corpus stays far inside the default sandbox budget (so the limits never
+// refuse a real template) and within its fuel, which bounds time and memory.
+TEST(TemplateCorpus, RendersUseAFractionOfTheDefaultBudget) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::string dir = ubatch::test::reference_path("templates/");
+  const ubatch::jinja::RenderLimits defaults;
+  uint64_t max_fuel = 0;
+  std::string max_at;
+  for (const auto& [template_id, results] : corpus().expected.items()) {
+    const std::string source = read_text(dir + corpus().cases["templates"][template_id]["file"].get<std::string>());
+    auto renderer = ChatTemplateRenderer::create(source);
+    ASSERT_TRUE(renderer);
+    for (const auto& [case_id, want] : results.items()) {
+      ubatch::jinja::RenderStats stats;
+      renderer->render(inputs_for(template_id, *find_case(case_id)), defaults, &stats);
+      if (stats.fuel_used > max_fuel) {
+        max_fuel = stats.fuel_used;
+        max_at = template_id + " / " + case_id;
+      }
+    }
+  }
+  std::printf("most fuel used by one corpus render: %llu steps (%s); default budget %llu\n",
+              static_cast<unsigned long long>(max_fuel), max_at.c_str(), static_cast<unsigned long long>(defaults.fuel));
+  EXPECT_GT(max_fuel, 0u);
+  EXPECT_LT(max_fuel * 100, defaults.fuel);
 }
 
 }  // namespace

@@ -76,7 +76,9 @@ Evaluator::Flow Evaluator::exec(const ast::Node& node, const std::shared_ptr<Sco
       return Flow::kNormal;
     }
     case ast::Kind::kFilterBlock: exec_filter_block(static_cast<const ast::FilterBlock&>(node), scope); return Flow::kNormal;
-    case ast::Kind::kGeneration: return exec_body(static_cast<const ast::Generation&>(node).body, scope);
+    case ast::Kind::kGeneration:
+      // transformers' extension renders the body through a call block: its own scope.
+      return exec_body(static_cast<const ast::Generation&>(node).body, std::make_shared<Scope>(scope));
     case ast::Kind::kWith: exec_with(static_cast<const ast::With&>(node), scope); return Flow::kNormal;
     case ast::Kind::kBreak: return Flow::kBreak;
     case ast::Kind::kContinue: return Flow::kContinue;
@@ -109,6 +111,9 @@ Evaluator::Flow Evaluator::exec_for(const ast::For& node, const std::shared_ptr<
   auto shared_items = std::make_shared<const std::vector<Value>>(std::move(items));
   auto loop = std::make_shared<Loop>(shared_items);
   const Value loop_value = Value::object(loop);
+  // jinja2 clears its "run the else block" flag at the end of each iteration's body, so the
+  // else block also runs when every iteration was cut short by break or continue.
+  bool run_else = true;
   for (size_t i = 0; i < shared_items->size(); ++i) {
     st_.pos = node.pos;
     st_.step();
@@ -116,8 +121,11 @@ Evaluator::Flow Evaluator::exec_for(const ast::For& node, const std::shared_ptr<
     loop->set_index(i);
     assign(node.target, (*shared_items)[i], *iter_scope);
     iter_scope->set("loop", loop_value);
-    if (exec_body(node.body, iter_scope) == Flow::kBreak) break;
+    const Flow f = exec_body(node.body, iter_scope);
+    if (f == Flow::kBreak) break;
+    if (f == Flow::kNormal) run_else = false;
   }
+  if (run_else && !node.else_body.empty()) exec_body(node.else_body, std::make_shared<Scope>(scope));
   return Flow::kNormal;
 }
 
@@ -353,14 +361,26 @@ Value Evaluator::eval_call(const ast::Call& node, Scope& scope) {
   st_.pos = node.pos;
   if (callee.is_undefined()) fail_undefined(callee);
   if (!callee.is_object() || !callee.obj().callable()) runtime_error("'" + type_name(callee) + "' object is not callable");
-  return callee.obj().call(st_, args);
+  return account(callee.obj().call(st_, args));
+}
+
+Value Evaluator::account(Value v) {
+  // What a builtin built counts against the allocation budget (over-counting shared values).
+  if (v.is_string()) {
+    st_.check_string_size(v.str().size());
+  } else if (v.is_list()) {
+    st_.check_list_size(v.items().size());
+  } else if (v.is_dict()) {
+    st_.check_list_size(2 * v.dict_data().items.size());
+  }
+  return v;
 }
 
 Value Evaluator::eval_filter(const ast::Filter& node, Value input, Scope& scope) {
   CallArgs args = eval_args(node.args, scope);
   st_.pos = node.pos;
   if (!node.fn) runtime_error("No filter named '" + node.name + "'.");
-  return node.fn(st_, input, args);
+  return account(node.fn(st_, input, args));
 }
 
 Value Evaluator::eval_test(const ast::Test& node, Scope& scope) {

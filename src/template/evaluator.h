@@ -72,6 +72,8 @@ class Evaluator {
   Value eval_sequence(const ast::Sequence& node, Scope& scope);
   Value eval_dict(const ast::DictLiteral& node, Scope& scope);
   CallArgs eval_args(const ast::Arguments& args, Scope& scope);
+  // Counts a builtin's result against the allocation budget; returns it.
+  Value account(Value v);
   // Applies filter nodes (input null) to a value in order.
   Value apply_filters(const std::vector<ast::NodePtr>& filters, Value value, Scope& scope);
 

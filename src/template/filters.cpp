@@ -43,6 +43,18 @@ namespace {
 
 Value iterator_of(std::vector<Value> items) { return Value::list(std::move(items), SeqKind::kIterator); }
 
+// A filter that is a generator in jinja2 runs only when its result is consumed, so its errors
+// (not its limits) surface there: computed now, a runtime error is kept for consumption.
+template <typename Fn>
+Value lazily(Fn&& compute) {
+  try {
+    return compute();
+  } catch (TemplateException& e) {
+    if (e.error().kind != ErrorKind::kRuntime) throw;
+    return Value::failing_iterator(std::move(e.error().message));
+  }
+}
+
 // soft_str: strings (Markup too) as they are, anything else str().
 Value soft_str(const Value& v) { return v.is_string() ? v : Value::string(to_text(v)); }
 
@@ -124,7 +136,7 @@ Value f_attr(State& st, const Value& v, CallArgs& args) {
   return Value::undefined("'" + type_name(v) + " object' has no attribute '" + name + "'");
 }
 
-Value f_batch(State& st, const Value& v, CallArgs& args) {
+Value f_batch_now(State& st, const Value& v, CallArgs& args) {
   ArgBinder a("batch", args, {"linecount", "fill_with"}, 1);
   if (!a.get(0).is_int() || a.get(0).as_int() <= 0) runtime_error("batch() linecount must be a positive int");
   const size_t n = static_cast<size_t>(a.get(0).as_int());
@@ -145,8 +157,11 @@ Value f_batch(State& st, const Value& v, CallArgs& args) {
   }
   return iterator_of(std::move(out));
 }
+Value f_batch(State& st, const Value& v, CallArgs& args) {
+  return lazily([&] { return f_batch_now(st, v, args); });
+}
 
-Value f_slice(State& st, const Value& v, CallArgs& args) {
+Value f_slice_now(State& st, const Value& v, CallArgs& args) {
   ArgBinder a("slice", args, {"slices", "fill_with"}, 1);
   if (!a.get(0).is_int() || a.get(0).as_int() <= 0) runtime_error("slice() slices must be a positive int");
   const std::vector<Value> seq = iterate(st, v);
@@ -164,6 +179,9 @@ Value f_slice(State& st, const Value& v, CallArgs& args) {
     out.push_back(Value::list(std::move(part)));
   }
   return iterator_of(std::move(out));
+}
+Value f_slice(State& st, const Value& v, CallArgs& args) {
+  return lazily([&] { return f_slice_now(st, v, args); });
 }
 
 Value f_capitalize(State&, const Value& v, CallArgs& args) {
@@ -186,7 +204,9 @@ Value f_title(State&, const Value& v, CallArgs& args) {
       unicode::append(out, cp);
       word_start = true;
     } else {
-      unicode::append(out, word_start ? unicode::to_upper(cp) : unicode::to_lower(cp));
+      std::string c;
+      unicode::append(c, cp);
+      out += word_start ? unicode::upper(c) : unicode::lower(c);  // "ß".upper() is "SS"
       word_start = false;
     }
   }
@@ -316,6 +336,7 @@ bool parse_py_float(const std::string& in, double& out) {
 
 Value f_float(State&, const Value& v, CallArgs& args) {
   ArgBinder a("float", args, {"default"});
+  if (v.is_undefined()) fail_undefined(v);  // float(Undefined) raises, not a ValueError
   if (v.is_number()) return Value::number(v.to_float());
   double d;
   if (v.is_string() && parse_py_float(v.str(), d)) return Value::number(d);
@@ -380,6 +401,7 @@ Value f_int(State&, const Value& v, CallArgs& args) {
     if (!std::isfinite(f) || std::fabs(f) >= 9.2e18) return def;
     return Value::integer(static_cast<int64_t>(f));
   };
+  if (v.is_undefined()) fail_undefined(v);  // int(Undefined) raises, not a ValueError
   if (v.is_int() || v.is_bool()) return Value::integer(v.to_int());
   if (v.is_float()) return from_float(v.as_float());
   if (v.is_string()) {
@@ -438,7 +460,7 @@ Value f_format(State& st, const Value& v, CallArgs& args) {
 Value f_indent(State& st, const Value& v, CallArgs& args) {
   ArgBinder a("indent", args, {"width", "first", "blank"});
   std::string indention = "    ";
-  bool indention_literal = true;
+  bool indention_literal = false;  // the filter's own spaces are not template text
   if (a.has(0)) {
     if (a.get(0).is_string()) {
       indention = a.get(0).str();
@@ -452,10 +474,12 @@ Value f_indent(State& st, const Value& v, CallArgs& args) {
     }
   }
   const MarkedText ind(indention, indention_literal);
-  const Value s = soft_str(v);
+  if (v.is_undefined()) fail_undefined(v);
+  if (!v.is_string()) runtime_error("indent expects a string, not " + type_name(v));
+  const Value& s = v;
   // s + "\n", then splitlines(): the lines with their marks.
   MarkedText text = s.text();
-  text.append("\n", true);
+  text.append("\n", false);
   CallArgs none;
   const Value lines_v = find_method(Value::string(text), "splitlines")->obj().call(st, none);
   const std::vector<Value>& lines = lines_v.items();
@@ -463,7 +487,7 @@ Value f_indent(State& st, const Value& v, CallArgs& args) {
   const bool blank = bool_arg(a, 2);
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) {
-      out.append("\n", true);
+      out.append("\n", false);
       if (blank || !lines[i].str().empty()) out.append(ind);
     }
     out.append(lines[i].text());
@@ -477,13 +501,16 @@ Value f_indent(State& st, const Value& v, CallArgs& args) {
   return Value::string(std::move(out), s.is_safe());
 }
 
-Value f_items(State&, const Value& v, CallArgs& args) {
+Value f_items_now(State&, const Value& v, CallArgs& args) {
   no_args("items", args);
   if (v.is_undefined()) return iterator_of({});
   if (!v.is_dict()) runtime_error("Can only get item pairs from a mapping.");
   std::vector<Value> out;
   for (const auto& [k, val] : v.dict_data().items) out.push_back(Value::list({k, val}, SeqKind::kTuple));
   return iterator_of(std::move(out));
+}
+Value f_items(State& st, const Value& v, CallArgs& args) {
+  return lazily([&] { return f_items_now(st, v, args); });
 }
 
 Value f_join(State& st, const Value& v, CallArgs& args) {
@@ -504,7 +531,7 @@ Value f_list(State& st, const Value& v, CallArgs& args) {
   return Value::list(iterate(st, v));
 }
 
-Value f_map(State& st, const Value& v, CallArgs& args) {
+Value f_map_now(State& st, const Value& v, CallArgs& args) {
   if (!truthy(v)) return iterator_of({});
   std::vector<Value> items = iterate(st, v);
   std::vector<Value> out;
@@ -544,9 +571,12 @@ Value f_map(State& st, const Value& v, CallArgs& args) {
   }
   return iterator_of(std::move(out));
 }
+Value f_map(State& st, const Value& v, CallArgs& args) {
+  return lazily([&] { return f_map_now(st, v, args); });
+}
 
 // select/reject/selectattr/rejectattr.
-Value select_impl(State& st, const Value& v, CallArgs& args, bool lookup_attr, bool keep_when) {
+Value select_impl_now(State& st, const Value& v, CallArgs& args, bool lookup_attr, bool keep_when) {
   if (!truthy(v)) return iterator_of({});
   size_t off = 0;
   Value attribute;
@@ -579,6 +609,9 @@ Value select_impl(State& st, const Value& v, CallArgs& args, bool lookup_attr, b
   }
   return iterator_of(std::move(out));
 }
+Value select_impl(State& st, const Value& v, CallArgs& args, bool lookup_attr, bool keep_when) {
+  return lazily([&] { return select_impl_now(st, v, args, lookup_attr, keep_when); });
+}
 Value f_select(State& st, const Value& v, CallArgs& a) { return select_impl(st, v, a, false, true); }
 Value f_reject(State& st, const Value& v, CallArgs& a) { return select_impl(st, v, a, false, false); }
 Value f_selectattr(State& st, const Value& v, CallArgs& a) { return select_impl(st, v, a, true, true); }
@@ -604,9 +637,36 @@ Value min_max(State& st, const Value& v, CallArgs& args, const char* fn, bool wa
 Value f_min(State& st, const Value& v, CallArgs& a) { return min_max(st, v, a, "min", false); }
 Value f_max(State& st, const Value& v, CallArgs& a) { return min_max(st, v, a, "max", true); }
 
+// pprint.pformat without line wrapping: repr with dict keys sorted (sort_dicts=True).
+std::string sorted_repr(const Value& v) {
+  if (v.is_dict()) {
+    std::vector<const std::pair<Value, Value>*> items;
+    for (const auto& kv : v.dict_data().items) items.push_back(&kv);
+    std::stable_sort(items.begin(), items.end(),
+                     [](const auto* a, const auto* b) { return compare_values(a->first, b->first) < 0; });
+    std::string out = "{";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out += ", ";
+      out += sorted_repr(items[i]->first) + ": " + sorted_repr(items[i]->second);
+    }
+    return out + "}";
+  }
+  if (v.is_list() && (v.seq_kind() == SeqKind::kList || v.seq_kind() == SeqKind::kTuple)) {
+    std::string out = v.seq_kind() == SeqKind::kList ? "[" : "(";
+    const auto& items = v.items();
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out += ", ";
+      out += sorted_repr(items[i]);
+    }
+    if (v.seq_kind() == SeqKind::kTuple && items.size() == 1) out += ",";
+    return out + (v.seq_kind() == SeqKind::kList ? "]" : ")");
+  }
+  return repr(v);
+}
+
 Value f_pprint(State&, const Value& v, CallArgs& args) {
   no_args("pprint", args);
-  return Value::data(repr(v));
+  return Value::data(sorted_repr(v));
 }
 
 Value f_replace(State& st, const Value& v, CallArgs& args) {
@@ -756,9 +816,16 @@ Value f_trim(State&, const Value& v, CallArgs& args) {
 
 Value f_truncate(State&, const Value& v, CallArgs& args) {
   ArgBinder a("truncate", args, {"length", "killwords", "end", "leeway"});
-  const Value s = soft_str(v);
+  if (v.is_undefined()) return v;  // len(Undefined) is 0
+  if (!v.is_string()) {
+    // jinja2 measures with len() and slices only when too long: other sequences pass unchanged
+    // when short enough, and fail (slice + str) when not.
+    if (length(v) <= (a.has(0) ? a.get(0).to_int() : 255) + (a.has_value(3) ? a.get(3).to_int() : 5)) return v;
+    runtime_error("can only concatenate " + type_name(v) + " (not \"str\") to " + type_name(v));
+  }
+  const Value& s = v;
   const int64_t len = a.has(0) ? a.get(0).to_int() : 255;
-  const MarkedText end = a.has(2) ? to_text(a.get(2)) : MarkedText::literal("...");
+  const MarkedText end = a.has(2) ? to_text(a.get(2)) : MarkedText::data("...");
   const int64_t leeway = a.has_value(3) ? a.get(3).to_int() : 5;
   const int64_t end_len = static_cast<int64_t>(unicode::length(end.str()));
   if (len < end_len) runtime_error("expected length >= " + std::to_string(end_len) + ", got " + std::to_string(len));
@@ -774,7 +841,7 @@ Value f_truncate(State&, const Value& v, CallArgs& args) {
   return Value::string(std::move(head));
 }
 
-Value f_unique(State& st, const Value& v, CallArgs& args) {
+Value f_unique_now(State& st, const Value& v, CallArgs& args) {
   ArgBinder a("unique", args, {"case_sensitive", "attribute"});
   KeyGetter g{st, split_attributes(a.get_or(1, Value::none()), false), bool_arg(a, 0)};
   std::vector<Value> seen, out;
@@ -795,6 +862,9 @@ Value f_unique(State& st, const Value& v, CallArgs& args) {
     }
   }
   return iterator_of(std::move(out));
+}
+Value f_unique(State& st, const Value& v, CallArgs& args) {
+  return lazily([&] { return f_unique_now(st, v, args); });
 }
 
 Value f_wordcount(State&, const Value& v, CallArgs& args) {

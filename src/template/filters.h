@@ -10,7 +10,7 @@
 // map/select/reject/selectattr/rejectattr/unique/items/batch/slice (and reverse of a
 // list) return one-shot iterators like jinja2's generators: `|list` makes a list of them,
 // `|length` and `|tojson` of one fail as in the reference (llama-cpp-deepseek-r1's tool cases).
-// pprint gives repr() (Python's pprint differs only past 80 columns).
+// pprint gives repr() with dict keys sorted (Python's pprint also wraps lines past 80 columns).
 #pragma once
 
 #include <string_view>

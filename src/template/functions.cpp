@@ -121,7 +121,7 @@ Value f_strftime_now(State& st, CallArgs& args) {
 
 Value f_joiner(State&, CallArgs& args) {
   ArgBinder a("joiner", args, {"sep"});
-  return Value::object(std::make_shared<Joiner>(a.get_or(0, Value::literal(", "))));
+  return Value::object(std::make_shared<Joiner>(a.get_or(0, Value::data(", "))));
 }
 
 Value f_cycler(State& st, CallArgs& args) {

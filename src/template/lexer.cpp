@@ -44,7 +44,7 @@ class Lexer {
       }
       if (kind == '%') {
         size_t raw_end;
-        if (match_keyword_tag(inner, "raw", raw_end)) {
+        if (match_keyword_tag(inner, "raw", raw_end, false)) {
           pos = lex_raw(tag, raw_end, line_starting);
           continue;
         }
@@ -147,15 +147,16 @@ class Lexer {
     return after_close(close + 2, sign, true, line_starting);
   }
 
-  // "{%" sign? ws* keyword ws* ("-%}" | "+%}" | "%}") starting at `inner`; end_out = index
-  // of the "%}" (or of the sign before it).
-  bool match_keyword_tag(size_t inner, std::string_view keyword, size_t& close_out) const {
+  // ws* keyword ws* ("-%}" | "%}", and "+%}" when allow_plus) starting at `inner` (after
+  // "{%" and its sign); close_out = index of the "%}" or of the sign before it. jinja2 allows
+  // "+%}" after endraw but not after raw.
+  bool match_keyword_tag(size_t inner, std::string_view keyword, size_t& close_out, bool allow_plus) const {
     size_t i = skip_space(inner);
     if (src_.compare(i, keyword.size(), keyword) != 0) return false;
     i += keyword.size();
     if (i < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[i])) || src_[i] == '_')) return false;
     i = skip_space(i);
-    if (src_.compare(i, 2, "%}") == 0 || src_.compare(i, 3, "-%}") == 0 || src_.compare(i, 3, "+%}") == 0) {
+    if (src_.compare(i, 2, "%}") == 0 || src_.compare(i, 3, "-%}") == 0 || (allow_plus && src_.compare(i, 3, "+%}") == 0)) {
       close_out = i;
       return true;
     }
@@ -173,7 +174,7 @@ class Lexer {
       char sign = 0;
       if (i + 2 < src_.size() && (src_[i + 2] == '-' || src_[i + 2] == '+')) sign = src_[i + 2];
       size_t end_close;
-      if (!match_keyword_tag(i + 2 + (sign ? 1 : 0), "endraw", end_close)) continue;
+      if (!match_keyword_tag(i + 2 + (sign ? 1 : 0), "endraw", end_close, true)) continue;
       emit_data(content, apply_strip(content, i, sign, true, line_starting));
       const char end_sign = src_[end_close] == '%' ? 0 : src_[end_close];
       return after_close(end_close + (end_sign ? 3 : 2), end_sign, true, line_starting);

@@ -283,10 +283,12 @@ Value pad_impl(State& st, const Value& self, CallArgs& args, const char* fn, cha
   ArgBinder a(fn, args, {"width", "fillchar"}, 1);
   const int64_t width = opt_int(a, 0, 0);
   std::string fill = " ";
+  bool fill_literal = self.text().all_literal();  // padding is literal only if everything involved is
   if (a.has(1)) {
-    const std::string& f = str_arg(a, 1, fn).str();
-    if (unicode::length(f) != 1) runtime_error("The fill character must be exactly one character long");
-    fill = f;
+    const Value& f = str_arg(a, 1, fn);
+    if (unicode::length(f.str()) != 1) runtime_error("The fill character must be exactly one character long");
+    fill = f.str();
+    fill_literal = fill_literal && f.text().all_literal();
   }
   const int64_t n = static_cast<int64_t>(unicode::length(self.str()));
   if (width <= n) return self;
@@ -298,9 +300,9 @@ Value pad_impl(State& st, const Value& self, CallArgs& args, const char* fn, cha
   std::string l, r;
   for (size_t i = 0; i < left; ++i) l += fill;
   for (size_t i = left; i < pad; ++i) r += fill;
-  MarkedText out(l, self.text().all_literal());
+  MarkedText out(l, fill_literal);
   out.append(self.text());
-  out.append(r, self.text().all_literal());
+  out.append(r, fill_literal);
   return str_result(std::move(out), self);
 }
 Value m_center(State& st, const Value& self, CallArgs& args) { return pad_impl(st, self, args, "center", '^'); }
@@ -618,6 +620,8 @@ std::string title_case(std::string_view s) {
       unicode::append(out, cp);
     } else if (prev_cased) {
       unicode::append(out, unicode::to_lower(cp));
+    } else if (cp == 0xDF) {
+      out += "Ss";  // the title case of ß
     } else {
       unicode::append(out, unicode::to_upper(cp));
     }
@@ -631,7 +635,11 @@ std::string capitalize(std::string_view s) {
   bool first = true;
   for (size_t i = 0; i < s.size();) {
     const uint32_t cp = unicode::next(s, i);
-    unicode::append(out, first ? unicode::to_upper(cp) : unicode::to_lower(cp));
+    if (first && cp == 0xDF) {
+      out += "Ss";  // the title case of ß
+    } else {
+      unicode::append(out, first ? unicode::to_upper(cp) : unicode::to_lower(cp));
+    }
     first = false;
   }
   return out;

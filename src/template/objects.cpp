@@ -107,7 +107,7 @@ Value Joiner::call(State&, CallArgs& args) {
   no_args("joiner", args);
   if (!used_) {
     used_ = true;
-    return Value::literal("");
+    return Value::data("");
   }
   return sep_;
 }

@@ -641,7 +641,7 @@ class Parser {
 
   NodePtr subscript(SourcePos pos, NodePtr object) {
     DepthGuard guard(*this);
-    // [a], [a, b] (tuple key), [a:b:c] with any part missing.
+    // [a], [a, b] (tuple key; [] is the empty tuple, as in jinja2), [a:b:c] with any part missing.
     std::vector<NodePtr> items;
     NodePtr slice_node;
     while (!is_op("]")) {
@@ -673,7 +673,6 @@ class Parser {
       static_cast<ast::Slice&>(*slice_node).object = std::move(object);
       return slice_node;
     }
-    if (items.empty()) fail("expected a subscript");
     NodePtr index;
     if (items.size() == 1) {
       index = std::move(items[0]);

@@ -109,7 +109,7 @@ Spec parse_spec(std::string_view spec) {
     out = 0;
     while (i < spec.size() && spec[i] >= '0' && spec[i] <= '9') {
       out = out * 10 + (spec[i++] - '0');
-      if (out > 100000) runtime_error("format width or precision too big");
+      if (out > 100000) throw_error(ErrorKind::kLimit, "format width or precision too big (limit 100000)");
     }
     return true;
   };
@@ -451,6 +451,9 @@ MarkedText percent_format(State& st, const MarkedText& fmt_text, const Value& ar
   const std::string& fmt = fmt_text.str();
   std::vector<Value> positional;
   const bool mapping = args.is_dict();
+  // Python skips the "not all arguments converted" check when the right operand looks like a
+  // mapping (has __getitem__ and is neither a tuple nor a str): dicts, lists, Undefined.
+  const bool mapping_like = mapping || args.is_undefined() || (args.is_list() && args.seq_kind() == SeqKind::kList);
   if (args.is_list() && args.seq_kind() == SeqKind::kTuple) {
     positional = args.items();
   } else {
@@ -511,7 +514,8 @@ MarkedText percent_format(State& st, const MarkedText& fmt_text, const Value& ar
       }
       if (precision.empty()) precision = "0";
     }
-    if (width.size() > 6 || precision.size() > 6) runtime_error("width or precision too big");
+    if (width.size() > 6 || precision.size() > 6)
+      throw_error(ErrorKind::kLimit, "format width or precision too big (limit 100000)");
     if (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
     if (i >= fmt.size()) runtime_error("incomplete format");
     const char conv = fmt[i++];
@@ -607,7 +611,7 @@ MarkedText percent_format(State& st, const MarkedText& fmt_text, const Value& ar
     lit_begin = i;
   }
   out.append_range(fmt_text, lit_begin, fmt.size());
-  if (!used_mapping_key && !mapping && next_arg < positional.size())
+  if (!used_mapping_key && !mapping_like && next_arg < positional.size())
     runtime_error("not all arguments converted during string formatting");
   return out;
 }

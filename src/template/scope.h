@@ -6,7 +6,8 @@
 //  - a macro call runs in a child of the scope where the macro was defined (so it sees the
 //    template's top-level variables as they are when it is called, not the caller's loop
 //    variables);
-//  - `{% if %}` has no scope of its own; set blocks, filter blocks and `with` do.
+//  - `{% if %}` has no scope of its own; set blocks, filter blocks, `with` and
+//    `{% generation %}` do.
 // Lookup walks from the innermost scope to the root.
 #pragma once
 

@@ -1,5 +1,7 @@
 #include "template/state.h"
 
+#include <string_view>
+
 namespace ubatch::jinja {
 
 State::State(const RenderLimits& limits, const std::tm& now)
@@ -15,6 +17,7 @@ State::~State() {
 void State::add_output(size_t bytes) {
   output_bytes_ += bytes;
   if (output_bytes_ > limits_.max_output_bytes) too_large("output", output_bytes_);
+  note_alloc(bytes);
   charge(bytes / 64);
 }
 
@@ -30,9 +33,18 @@ void State::out_of_fuel() const {
   limit_error("render budget exhausted (" + std::to_string(limits_.fuel) + " evaluation steps)");
 }
 
+void State::out_of_memory() const {
+  limit_error("render allocation budget exhausted (" + std::to_string(limits_.max_alloc_bytes) + " bytes of strings and lists)");
+}
+
 void State::too_large(const char* what, size_t n) const {
-  limit_error(std::string(what) + " of " + std::to_string(n) + (std::string(what) == "list" ? " elements" : " bytes") +
-              " exceeds the render limit (" + std::to_string(limits_.max_output_bytes) + " bytes)");
+  const bool list = std::string_view(what) == "list";
+  std::string msg(what);
+  msg.append(" of ").append(std::to_string(n)).append(list ? " elements" : " bytes");
+  msg.append(" exceeds the render limit (")
+      .append(std::to_string(list ? limits_.max_output_bytes / 64 : limits_.max_output_bytes))
+      .append(list ? " elements)" : " bytes)");
+  limit_error(std::move(msg));
 }
 
 void State::check_time() const {

@@ -1,12 +1,13 @@
 // State: one render's sandbox budget and context — what the evaluator and every builtin
 // (filters, tests, methods, functions) consult while a template runs.
 //
-// The sandbox is a budget, not a hope: every node evaluated costs one unit of fuel, and
-// building text or lists costs one more per 64 bytes / 8 elements, so memory and time
-// are bounded by the fuel; output (and any one string or list) is bounded in size, macro
-// calls in depth, values in nesting depth, and the whole render in wall time (checked
-// every 1,024 steps). Exceeding any of them stops the render with a kLimit error at the
-// node being evaluated. One State per render; not shared between threads.
+// The sandbox is a budget, not a hope: every node evaluated costs one unit of fuel (and
+// building text or lists one more per 64 bytes / 8 elements), which bounds the work; every
+// string and list built counts against an allocation budget, which bounds memory; output (and
+// any one string or list) is bounded in size, macro calls and evaluation in depth, values in
+// nesting depth, and the whole render in wall time (checked every 1,024 steps). Exceeding
+// any of them stops the render with a kLimit error at the node being evaluated. One State
+// per render; not shared between threads.
 #pragma once
 
 #include <chrono>
@@ -28,10 +29,12 @@ class Evaluator;
 // whole corpus of docs/CHAT.md renders with under 1% of the fuel) and bound a hostile one to
 // well under a second of CPU and a few tens of MiB.
 struct RenderLimits {
-  uint64_t fuel = 20'000'000;                   // evaluation steps
-  size_t max_output_bytes = 32u << 20;          // rendered text; also any single string or list
-  uint32_t max_call_depth = 64;                 // nested macro calls (jinja2 stops near 100-300)
-  std::chrono::milliseconds max_time{5000};     // wall time of the render
+  uint64_t fuel = 20'000'000;               // evaluation steps
+  size_t max_output_bytes = 32u << 20;      // rendered text; also any single string (and a list
+                                            // of up to max_output_bytes / 64 elements)
+  size_t max_alloc_bytes = 256u << 20;      // all strings and lists the render builds, summed
+  uint32_t max_call_depth = 64;             // nested macro calls (jinja2 stops near 100-300)
+  std::chrono::milliseconds max_time{5000}; // wall time of the render
 };
 
 class State {
@@ -52,14 +55,21 @@ class State {
     if (units >= fuel_) out_of_fuel();
     fuel_ -= units;
   }
-  // Before building a string of `bytes` or a list of `elements`: size limit and cost.
+  // Before building a string of `bytes` or a list of `elements`: the size limits, the
+  // allocation budget, and their cost in fuel (a step per 64 bytes / per 8 elements).
   void check_string_size(size_t bytes) {
     if (bytes > limits_.max_output_bytes) too_large("string", bytes);
+    note_alloc(bytes);
     charge(bytes / 64);
   }
   void check_list_size(size_t elements) {
-    if (elements > limits_.max_output_bytes / 8) too_large("list", elements);
+    if (elements > limits_.max_output_bytes / 64) too_large("list", elements);
+    note_alloc(elements * sizeof(Value));
     charge(elements / 8);
+  }
+  void note_alloc(size_t bytes) {
+    alloc_bytes_ += bytes;
+    if (alloc_bytes_ > limits_.max_alloc_bytes) out_of_memory();
   }
   // Output written so far by the render (all capture buffers included).
   void add_output(size_t bytes);
@@ -92,6 +102,7 @@ class State {
 
  private:
   [[noreturn]] void out_of_fuel() const;
+  [[noreturn]] void out_of_memory() const;
   [[noreturn]] void too_large(const char* what, size_t n) const;
   void check_time() const;
 
@@ -100,6 +111,7 @@ class State {
   uint64_t fuel_;
   uint64_t steps_ = 0;
   size_t output_bytes_ = 0;
+  size_t alloc_bytes_ = 0;
   uint32_t call_depth_ = 0;
   uint32_t eval_depth_ = 0;
   std::chrono::steady_clock::time_point deadline_;

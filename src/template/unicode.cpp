@@ -208,7 +208,14 @@ std::string upper(std::string_view s) {
 std::string lower(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) append(out, to_lower(next(s, i)));
+  for (size_t i = 0; i < s.size();) {
+    const uint32_t cp = next(s, i);
+    if (cp == 0x130) {
+      out += "i\xCC\x87";  // İ lower-cases to i + U+0307 COMBINING DOT ABOVE
+    } else {
+      append(out, to_lower(cp));
+    }
+  }
   return out;
 }
 

@@ -13,8 +13,8 @@
 //    word joiner, BOM, tags …), private use and the non-characters; everything else is
 //    printable (unassigned code points are not detected).
 //  - case mapping (upper/lower): ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic and the
-//    fullwidth Latin letters, one code point to one (except ß → "SS" in upper); the Greek
-//    final sigma rule of str.lower is not applied.
+//    fullwidth Latin letters, one code point to one (except ß → "SS" in upper and İ → "i̇"
+//    in lower); the Greek final sigma rule of str.lower is not applied.
 //  - is_alpha/is_digit/is_alnum: ASCII exact; beyond ASCII a letter is a code point the case
 //    mapping knows or one in the main CJK/Hangul/Kana blocks; digits are ASCII only.
 #pragma once

@@ -41,6 +41,12 @@ Value Value::list(std::vector<Value> items, SeqKind kind) {
   return v;
 }
 
+Value Value::failing_iterator(std::string message) {
+  Value v = list({}, SeqKind::kIterator);
+  std::static_pointer_cast<ListData>(v.ptr_)->pending_error = std::move(message);
+  return v;
+}
+
 Value Value::dict(std::vector<std::pair<Value, Value>> items) {
   Value v(Type::kDict);
   auto data = std::make_shared<DictData>();

@@ -57,6 +57,7 @@ struct ListData {
   SeqKind kind = SeqKind::kList;
   uint32_t depth = 1;        // 1 + the deepest element
   mutable size_t next = 0;   // kIterator: items before `next` are consumed
+  std::string pending_error;  // kIterator: raised when consumed (a generator that fails lazily)
 };
 
 struct DictData {
@@ -110,6 +111,9 @@ class Value {
   static Value data(std::string_view s) { return string(MarkedText::data(s)); }
   // Containers: depth is computed from the items; deeper than kMaxValueDepth is a kLimit error.
   static Value list(std::vector<Value> items, SeqKind kind = SeqKind::kList);
+  // An iterator whose consumption raises `message` (kRuntime), as a Python generator that
+  // fails only when iterated.
+  static Value failing_iterator(std::string message);
   static Value dict(std::vector<std::pair<Value, Value>> items);  // keys must be unique
   static Value object(std::shared_ptr<Object> obj);
 

@@ -17,7 +17,14 @@ namespace {
 
 [[noreturn]] void type_error(std::string message) { runtime_error(std::move(message)); }
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string quoted(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out.push_back('\'');
+  out.append(s);
+  out.push_back('\'');
+  return out;
+}
 
 // jinja2's object_type_repr: how an undefined's hint names the object it came from.
 std::string object_type_repr(const Value& v) {
@@ -404,6 +411,8 @@ Value binary_op(State& st, BinOp op, const Value& a, const Value& b) {
         return Value::integer(r);
       }
       if (a.to_float() == 0 && b.to_float() < 0) runtime_error("0.0 cannot be raised to a negative power");
+      if (a.to_float() < 0 && std::floor(b.to_float()) != b.to_float())
+        runtime_error("a negative number to a fractional power is complex (not supported)");
       return Value::number(std::pow(a.to_float(), b.to_float()));
     }
     default: break;
@@ -438,6 +447,7 @@ bool contains(State& st, const Value& container, const Value& item) {
     case Value::Type::kList: {
       const auto& items = container.items();
       const ListData& data = container.list_data();
+      if (!data.pending_error.empty()) runtime_error(data.pending_error);
       const size_t from = container.is_iterator() ? data.next : 0;
       for (size_t i = from; i < items.size(); ++i) {
         st.step();
@@ -463,17 +473,19 @@ std::vector<Value> iterate(State& st, const Value& v) {
       std::vector<Value> out;
       const MarkedText& t = v.text();
       const std::string& s = t.str();
-      st.check_list_size(s.size());
+      st.check_list_size(unicode::length(s));
+      st.check_string_size(s.size());
       for (size_t i = 0; i < s.size();) {
         const size_t b = i;
         i += unicode::seq_len(static_cast<unsigned char>(s[i]));
-        out.push_back(Value::string(t.substr(b, i), v.is_safe()));
+        out.push_back(Value::string(t.substr(b, i)));  // iterating a Markup gives plain str
       }
       return out;
     }
     case Value::Type::kList: {
       const ListData& data = v.list_data();
-      st.charge(data.items.size() / 8);
+      if (!data.pending_error.empty()) runtime_error(data.pending_error);
+      st.check_list_size(data.items.size() - (data.kind == SeqKind::kIterator ? data.next : 0));
       if (data.kind != SeqKind::kIterator) return data.items;
       std::vector<Value> rest(data.items.begin() + static_cast<std::ptrdiff_t>(data.next), data.items.end());
       data.next = data.items.size();
@@ -481,6 +493,7 @@ std::vector<Value> iterate(State& st, const Value& v) {
     }
     case Value::Type::kDict: {
       std::vector<Value> keys;
+      st.check_list_size(v.dict_data().items.size());
       keys.reserve(v.dict_data().items.size());
       for (const auto& kv : v.dict_data().items) keys.push_back(kv.first);
       return keys;
@@ -519,8 +532,11 @@ Value get_item(State& st, const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail_undefined(obj);
   switch (obj.type()) {
     case Value::Type::kDict: {
-      if (key.is_list() && key.seq_kind() != SeqKind::kTuple) type_error("unhashable type: " + quoted(type_name(key)));
-      if (const Value* v = obj.dict_data().find(key)) return *v;
+      // An unhashable key is a TypeError, which jinja2's getitem turns into undefined.
+      const bool hashable = !key.is_dict() && !(key.is_list() && key.seq_kind() != SeqKind::kTuple);
+      if (hashable) {
+        if (const Value* v = obj.dict_data().find(key)) return *v;
+      }
       break;
     }
     case Value::Type::kList:
@@ -608,7 +624,7 @@ Value get_slice(State& st, const Value& obj, const std::optional<Value>& start, 
     const int64_t n = static_cast<int64_t>(offsets.size());
     offsets.push_back(s.size());
     const std::vector<int64_t> idx = slice_indices(n, start, stop, step);
-    st.charge(idx.size() / 8);
+    st.check_string_size(idx.size() * 4);  // an upper bound of the slice's bytes
     MarkedText out;
     for (int64_t i : idx) out.append_range(obj.text(), offsets[static_cast<size_t>(i)], offsets[static_cast<size_t>(i) + 1]);
     return Value::string(std::move(out), obj.is_safe());
@@ -616,13 +632,15 @@ Value get_slice(State& st, const Value& obj, const std::optional<Value>& start, 
   if (is_plain_sequence(obj)) {
     const auto& items = obj.items();
     const std::vector<int64_t> idx = slice_indices(static_cast<int64_t>(items.size()), start, stop, step);
-    st.charge(idx.size() / 8);
+    st.check_list_size(idx.size());
     std::vector<Value> out;
     out.reserve(idx.size());
     for (int64_t i : idx) out.push_back(items[static_cast<size_t>(i)]);
     return Value::list(std::move(out), obj.seq_kind());
   }
-  return Value::undefined(quoted(object_type_repr(obj)) + " has no element slice");
+  // jinja2 compiles slices to a plain Python subscript (no getitem fallback): a TypeError.
+  if (obj.is_dict()) type_error("unhashable type: 'slice'");
+  type_error(quoted(type_name(obj)) + " object is not subscriptable");
 }
 
 }  // namespace ubatch::jinja

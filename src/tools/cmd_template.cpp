@@ -1,0 +1,210 @@
+// `ubatch template`: the chat-template engine (src/template/) from the command line.
+//
+//   ubatch template render TEMPLATE [INPUT] [--segments]
+//     Renders a Jinja chat template with the conversation in INPUT (a JSON file, "-" or
+//     absent: standard input): {"messages": [...], "tools": [...] (optional),
+//     "add_generation_prompt": bool, "continue_final_message": bool, "bos_token": "...",
+//     "eos_token": "...", "extra_vars": {...}, "date": "YYYY-MM-DD" (strftime_now; default
+//     today)}. Prints the prompt; with --segments, one JSON line per segment
+//     {"special": bool, "text": "..."} (special: template literal text, which the tokenizer
+//     may turn into special tokens; docs/CHAT.md).
+//   ubatch template bench [--corpus DIR] [--iterations N]
+//     Renders every template × conversation of the reference corpus (DIR defaults to
+//     $UBATCH_SHARED_DIR/reference/templates, else ../shared/… beside the source tree) N times each and prints the
+//     per-render time distribution (p50/p90/p99/max, microseconds), per template and overall,
+//     and the parse time of each template.
+// Exit status 0; 1 on a template or input error (the error on stderr); 2 on a usage error.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <functional>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/stats.h"
+#include "template/chat_template_renderer.h"
+#include "template/strftime.h"
+#include "tools/command.h"
+
+namespace ubatch::tools {
+namespace {
+
+using nlohmann::ordered_json;
+
+struct TemplateOptions {
+  std::string template_path;
+  std::string input_path;
+  bool segments = false;
+  std::string corpus;
+  int iterations = 20;
+};
+
+bool read_file(const std::string& path, std::string& out) {
+  if (path.empty() || path == "-") {
+    out.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return true;
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+bool parse_date(const std::string& s, std::tm& out) {
+  int y, m, d;
+  if (std::sscanf(s.c_str(), "%d-%d-%d", &y, &m, &d) != 3 || m < 1 || m > 12 || d < 1 || d > 31) return false;
+  out = jinja::make_date(y, m, d);
+  return true;
+}
+
+int run_render(const TemplateOptions& o) {
+  std::string source, input_text;
+  if (!read_file(o.template_path, source)) {
+    std::fprintf(stderr, "ubatch template: cannot read %s\n", o.template_path.c_str());
+    return 1;
+  }
+  if (!read_file(o.input_path, input_text)) {
+    std::fprintf(stderr, "ubatch template: cannot read %s\n", o.input_path.c_str());
+    return 1;
+  }
+  ordered_json input = ordered_json::parse(input_text, nullptr, false);
+  if (input.is_discarded() || !input.is_object()) {
+    std::fprintf(stderr, "ubatch template: the input is not a JSON object\n");
+    return 1;
+  }
+  jinja::ChatTemplateInputs in;
+  in.messages = input.value("messages", ordered_json::array());
+  if (input.contains("tools") && !input["tools"].is_null()) in.tools = input["tools"];
+  in.add_generation_prompt = input.value("add_generation_prompt", false);
+  in.continue_final_message = input.value("continue_final_message", false);
+  in.bos_token = input.value("bos_token", "");
+  in.eos_token = input.value("eos_token", "");
+  if (input.contains("extra_vars")) in.extra_vars = input["extra_vars"];
+  if (input.contains("date")) {
+    std::tm date{};
+    if (!input["date"].is_string() || !parse_date(input["date"].get<std::string>(), date)) {
+      std::fprintf(stderr, "ubatch template: \"date\" must be \"YYYY-MM-DD\"\n");
+      return 1;
+    }
+    in.now = date;
+  }
+  auto out = jinja::render_chat_template(source, in);
+  if (!out) {
+    std::fprintf(stderr, "ubatch template: %s error: %s\n", jinja::error_kind_name(out.error().kind),
+                 out.error().describe().c_str());
+    return 1;
+  }
+  if (!o.segments) {
+    std::fwrite(out->text.data(), 1, out->text.size(), stdout);
+  } else {
+    size_t begin = 0;
+    for (const auto& seg : out->segments) {
+      const ordered_json line = {{"special", seg.parse_special}, {"text", out->text.substr(begin, seg.end - begin)}};
+      std::printf("%s\n", line.dump().c_str());
+      begin = seg.end;
+    }
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+int run_bench(const TemplateOptions& o) {
+  const std::string dir = o.corpus + "/";
+  std::string cases_text, expected_text;
+  if (!read_file(dir + "cases.json", cases_text) || !read_file(dir + "expected.json", expected_text)) {
+    std::fprintf(stderr, "ubatch template bench: no cases.json/expected.json in %s\n", o.corpus.c_str());
+    return 1;
+  }
+  const ordered_json cases = ordered_json::parse(cases_text);
+  const ordered_json expected = ordered_json::parse(expected_text);
+  std::tm date{};
+  parse_date(cases["fixed_date"].get<std::string>(), date);
+  using clock = std::chrono::steady_clock;
+  std::vector<double> all_us;
+  size_t n_errors = 0, n_pairs = 0;
+  std::printf("%-44s %8s %8s %8s %8s %9s\n", "template", "parse_us", "p50_us", "p99_us", "max_us", "fuel_p50");
+  for (const auto& [template_id, results] : expected.items()) {
+    const ordered_json& meta = cases["templates"][template_id];
+    std::string source;
+    if (!read_file(dir + meta["file"].get<std::string>(), source)) continue;
+    const auto t0 = clock::now();
+    auto renderer = jinja::ChatTemplateRenderer::create(source);
+    const double parse_us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+    if (!renderer) {
+      std::fprintf(stderr, "%s: %s\n", template_id.c_str(), renderer.error().describe().c_str());
+      return 1;
+    }
+    std::vector<double> us;
+    std::vector<double> fuel;
+    for (const auto& c : cases["cases"]) {
+      if (!results.contains(c["id"].get<std::string>())) continue;
+      ++n_pairs;
+      jinja::ChatTemplateInputs in;
+      in.messages = c["messages"];
+      if (!c["tools"].is_null()) in.tools = c["tools"];
+      in.add_generation_prompt = c.value("add_generation_prompt", false);
+      in.continue_final_message = c.value("continue_final_message", false);
+      in.bos_token = meta.value("bos_token", "");
+      in.eos_token = meta.value("eos_token", "");
+      if (meta.contains("extra_vars"))
+        for (const auto& [k, v] : meta["extra_vars"].items()) in.extra_vars[k] = v;
+      if (c.contains("extra_vars"))
+        for (const auto& [k, v] : c["extra_vars"].items()) in.extra_vars[k] = v;
+      in.now = date;
+      for (int i = 0; i < o.iterations; ++i) {
+        jinja::RenderStats stats;
+        const auto r0 = clock::now();
+        auto out = renderer->render(in, {}, &stats);
+        const double t = std::chrono::duration<double, std::micro>(clock::now() - r0).count();
+        us.push_back(t);
+        all_us.push_back(t);
+        if (i == 0) {
+          fuel.push_back(static_cast<double>(stats.fuel_used));
+          if (!out) ++n_errors;
+        }
+      }
+    }
+    std::printf("%-44s %8.1f %8.1f %8.1f %8.1f %9.0f\n", template_id.c_str(), parse_us, bench::percentile(us, 50),
+                bench::percentile(us, 99), *std::max_element(us.begin(), us.end()), bench::percentile(fuel, 50));
+  }
+  std::printf("\nall: %zu renders (%zu template x conversation pairs x %d; %zu pairs end in a template error)\n",
+              all_us.size(), n_pairs, o.iterations, n_errors);
+  std::printf("per render: p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", bench::percentile(all_us, 50),
+              bench::percentile(all_us, 90), bench::percentile(all_us, 99),
+              *std::max_element(all_us.begin(), all_us.end()));
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub) {
+  auto o = std::make_shared<TemplateOptions>();
+  sub.require_subcommand(1);
+  CLI::App* render = sub.add_subcommand("render", "Render a chat template with a conversation");
+  render->add_option("template", o->template_path, "Jinja template file")->required();
+  render->add_option("input", o->input_path,
+                     "Conversation JSON file (messages, tools, add_generation_prompt, bos_token, eos_token, "
+                     "extra_vars, date); default stdin");
+  render->add_flag("--segments", o->segments, "Print one JSON line per segment with its special/plain mark");
+  CLI::App* bench = sub.add_subcommand("bench", "Time every render of the reference corpus");
+  const char* shared = std::getenv("UBATCH_SHARED_DIR");
+  o->corpus = (shared ? std::string(shared) : std::string(UBATCH_MODELS_DIR) + "/../../shared") + "/reference/templates";
+  bench->add_option("--corpus", o->corpus, "Folder with cases.json, expected.json, *.jinja")->capture_default_str();
+  bench->add_option("-n,--iterations", o->iterations, "Renders per template x conversation")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  return [o, render] { return render->parsed() ? run_render(*o) : run_bench(*o); };
+}
+
+UBATCH_REGISTER_COMMAND("template", "Render a Jinja chat template (render) or time the template corpus (bench)", setup);
+
+}  // namespace
+}  // namespace ubatch::tools
