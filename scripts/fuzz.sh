@@ -17,7 +17,8 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--seconds N] [target_fuzz ...]" >&2; exit 2 ;;
   esac
 done
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(gguf_fuzz tokenizer_fuzz chat_fuzz json_request_fuzz sse_fuzz grammar_fuzz model_load_fuzz template_fuzz tool_call_fuzz)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(gguf_fuzz tokenizer_fuzz chat_fuzz json_request_fuzz sse_fuzz grammar_fuzz model_load_fuzz \
+  template_fuzz tool_call_fuzz)
 
 CXX_FUZZ=""
 for c in clang++ clang++-14; do

@@ -310,6 +310,23 @@ TEST(ToolGrammar, NamedFunctionParallelCallsAndUnspellableMarkers) {
   EXPECT_TRUE(free->gbnf.empty());
 }
 
+// A prompt that ends inside an open <think> block: required calls come after the reasoning.
+TEST(ToolGrammar, RequiredCallsAfterAnOpenReasoningBlock) {
+  const std::vector<ToolDef> tools = corpus_tools();
+  auto spellable = [](std::string_view) { return true; };
+  ToolRequest req;
+  req.tools = tools;
+  req.choice.mode = ToolChoice::Mode::Required;
+  Result<ToolGrammar> g = tool_call_grammar(*find_tool_format("hermes"), req, spellable, "</think>");
+  ASSERT_TRUE(g) << g.message();
+  auto compiled = test::compile_gbnf(g->gbnf);
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  EXPECT_TRUE(test::matches(compiled, "The user wants weather.\n</think>\n\n" + call)) << g->gbnf;
+  EXPECT_TRUE(test::matches(compiled, "</think>" + call));
+  EXPECT_FALSE(test::matches(compiled, call));                          // the block must be closed first
+  EXPECT_FALSE(test::matches(compiled, "Thinking.</think>\nNo call."));  // and a call must follow
+}
+
 TEST(ToolGrammar, RuleRenamingLeavesLiteralsClassesAndCountsAlone) {
   EXPECT_EQ(prefix_gbnf_rules("root ::= \"a root\" [a-z-] ws{0,20} x-y # root\n", "t0-"),
             "t0-root ::= \"a root\" [a-z-] t0-ws{0,20} t0-x-y # root\n");

@@ -7,6 +7,7 @@
 // 400; `ubatch run --chat --show-prompt` prints the prompt.
 #include "test_server_fixture.h"
 
+#include <cctype>
 #include <fstream>
 #include <map>
 
@@ -176,6 +177,45 @@ TEST_F(ServerChatTemplate, TemplateErrorIsA400WithItsMessage) {
   Reply r = post(port("Qwen-Qwen2.5-7B-Instruct"), "/v1/chat/completions", json{{"messages", bad}}.dump());
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.parsed()["error"]["code"], "invalid_tool_arguments") << r.body;
+}
+
+// SmolLM2-135M-Instruct (where models/ has it): its own template with its default system
+// prompt; a chat request's prompt is the template's rendering token for token — the same
+// count as the rendered text sent as a raw completion prompt (special tokens parsed).
+TEST(ServerChatTemplateSmolLM2, ChatPromptIsTheTemplatesRendering) {
+  std::string model;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(default_model()).parent_path(), ec)) {
+    std::string name = e.path().filename().string();
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name.find("smollm2") != std::string::npos && name.find("instruct") != std::string::npos &&
+        name.size() > 5 && name.substr(name.size() - 5) == ".gguf")
+      model = e.path().string();
+  }
+  if (model.empty()) GTEST_SKIP() << "no SmolLM2-135M-Instruct GGUF beside the default model";
+  ServeOptions o;
+  o.engine.n_parallel = 2;
+  o.n_ctx = 2048;
+  o.n_threads = 2;
+  auto served = serve_model(model, o);
+  ASSERT_NE(served, nullptr);
+  const json messages = json::array({{{"role", "user"}, {"content", "What is 2+2? <|im_end|>"}}});
+  Reply t = post(served->port, "/apply-template", json{{"messages", messages}}.dump());
+  ASSERT_EQ(t.status, 200) << t.body;
+  const std::string prompt = t.parsed()["prompt"];
+  EXPECT_EQ(prompt.rfind("<|im_start|>system\nYou are a helpful AI assistant named SmolLM", 0), 0u) << prompt;
+  Reply chat = post(served->port, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}.dump());
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  // The raw prompt parses the user's typed <|im_end|> as a special token; the chat prompt
+  // does not: so compare with the look-alike removed from both.
+  const json plain = json::array({{{"role", "user"}, {"content", "What is 2+2?"}}});
+  const std::string plain_prompt = post(served->port, "/apply-template", json{{"messages", plain}}.dump()).parsed()["prompt"];
+  Reply chat_plain = post(served->port, "/v1/chat/completions", json{{"messages", plain}, {"max_tokens", 1}}.dump());
+  Reply raw = post(served->port, "/v1/completions", json{{"prompt", plain_prompt}, {"max_tokens", 1}}.dump());
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  EXPECT_EQ(chat_plain.parsed()["usage"]["prompt_tokens"], raw.parsed()["usage"]["prompt_tokens"]);
+  // The typed look-alike costs text tokens, not one special token.
+  EXPECT_GT(chat.parsed()["usage"]["prompt_tokens"].get<int>(), chat_plain.parsed()["usage"]["prompt_tokens"].get<int>() + 1);
 }
 
 TEST(RunShowPrompt, PrintsTheChatPrompt) {

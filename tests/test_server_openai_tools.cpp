@@ -45,7 +45,7 @@ void run_tool_suite(const std::string& model) {
   ASSERT_TRUE(std::filesystem::exists(script)) << script;
   const std::string log =
       (std::filesystem::temp_directory_path() / ("ubatch_tools_" + std::to_string(getpid()) + ".log")).string();
-  std::vector<std::string> args = ubatch_argv({"serve", "-m", model, "--port", "0", "--n-parallel", "8",
+  std::vector<std::string> args = ubatch_argv({"serve", "-m", model, "--port", "0", "--n-parallel", "16",
                                                "--threads", "2", "--n-ctx", "8192", "--log-level", "info"});
   const SpawnedServer server = spawn_serve(std::move(args), log);
   ASSERT_GT(server.pid, 0) << "posix_spawn failed";
@@ -64,6 +64,7 @@ void run_tool_suite(const std::string& model) {
   EXPECT_EQ(status, 0) << output << "\nserver log (tail):\n"
                        << server_log.substr(server_log.size() > 20000 ? server_log.size() - 20000 : 0);
   EXPECT_NE(output.find("8 passed, 0 failed"), std::string::npos) << output;
+  std::printf("%s", output.c_str());  // per-check times
 }
 
 TEST(ServerOpenAiTools, OfficialClientToolCallingDefaultModel) {

@@ -22,6 +22,7 @@ RenderOptions small_budget() {
   RenderOptions o = default_options();
   o.limits.fuel = 200'000;
   o.limits.max_output_bytes = 1 << 20;
+  o.limits.max_time = std::chrono::minutes(5);  // the other limits must stop these, even under ASan
   return o;
 }
 
@@ -56,6 +57,17 @@ TEST(TemplateSandbox, RecursionIsBounded) {
   // A deep but legitimate recursion (a JSON-schema walker 20 levels down) is fine.
   EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(20) }}"),
             "2019181716151413121110987654321");
+}
+
+TEST(TemplateSandbox, DeepEvaluationStopsBeforeTheStack) {
+  // 200 nested nodes per macro call, the call repeated: the evaluation-nesting bound (not the
+  // thread's stack) ends it, also under ASan's larger frames.
+  std::string nots;
+  for (int i = 0; i < 200; ++i) nots += "not ";
+  expect_limit("{% macro f(n) %}{{ " + nots + "f(n + 1) }}{% endmacro %}{{ f(0) }}", "evaluation nested deeper than 1200");
+  std::string negs;
+  for (int i = 0; i < 200; ++i) negs += "-";
+  expect_limit("{% macro f(n) %}{{ " + negs + "(f(n + 1)|length) }}{% endmacro %}{{ f(0) }}", "nested deeper");
 }
 
 TEST(TemplateSandbox, ValueNestingIsBounded) {

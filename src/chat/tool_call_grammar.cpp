@@ -213,7 +213,8 @@ std::string prefix_gbnf_rules(std::string_view text, std::string_view prefix) {
 }
 
 Result<ToolGrammar> tool_call_grammar(const ToolFormat& f, const ToolRequest& req,
-                                      const std::function<bool(std::string_view)>& spellable) {
+                                      const std::function<bool(std::string_view)>& spellable,
+                                      std::string_view reasoning_close) {
   Builder b{f, req, "", {}};
   if (req.choice.mode == ToolChoice::Mode::Named) {
     for (size_t i = 0; i < req.tools.size(); ++i)
@@ -281,7 +282,12 @@ Result<ToolGrammar> tool_call_grammar(const ToolFormat& f, const ToolRequest& re
   }
 
   std::string root;
-  if (forced || !out.prefill.empty()) {
+  std::string reasoning_rules;
+  if (forced && out.prefill.empty() && !reasoning_close.empty() && spellable(reasoning_close)) {
+    // Finish the open reasoning block, close it, then the calls.
+    root = "root ::= reasoning-0 " + gbnf_literal(reasoning_close) + " [ \\t\\n]{0,20} " + calls + "\n";
+    reasoning_rules = not_containing_rules("reasoning", reasoning_close);
+  } else if (forced || !out.prefill.empty()) {
     root = "root ::= " + calls + "\n";
   } else if (f.trigger_at_start) {
     // Either the calls (opening the reply) or text whose first non-blank character is not '{'.
@@ -289,7 +295,7 @@ Result<ToolGrammar> tool_call_grammar(const ToolFormat& f, const ToolRequest& re
   } else {
     root = "root ::= free-0 calls?\ncalls ::= " + calls + "\n" + not_containing_rules("free", f.trigger);
   }
-  out.gbnf = root + "call ::= " + call_alts + "\n" + b.rules;
+  out.gbnf = root + reasoning_rules + "call ::= " + call_alts + "\n" + b.rules;
   return out;
 }
 

@@ -481,7 +481,12 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
       if (tok.token_to_piece(id, false).empty()) return false;
     return true;
   };
-  Result<chat::ToolGrammar> g = chat::tool_call_grammar(renderer.tool_format(), req.tools, spellable);
+  // A thinking template's generation prompt may leave a reasoning block open.
+  std::string_view tail = prompt.text;
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.remove_suffix(1);
+  const bool open_reasoning = tail.size() >= 7 && tail.substr(tail.size() - 7) == "<think>";
+  Result<chat::ToolGrammar> g =
+      chat::tool_call_grammar(renderer.tool_format(), req.tools, spellable, open_reasoning ? "</think>" : "");
   if (!g) return invalid_request(g.message(), "tools", "invalid_json_schema");
   out.tool_format = &renderer.tool_format();
   out.tool_prefill = g->prefill;
