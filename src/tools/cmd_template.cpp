@@ -10,13 +10,15 @@
 //     may turn into special tokens; docs/CHAT.md).
 //   ubatch template bench [--corpus DIR] [--iterations N]
 //     Renders every template × conversation of the reference corpus (DIR defaults to
-//     $UBATCH_SHARED_DIR/reference/templates, else ../shared/… beside the source tree) N times each and prints the
-//     per-render time distribution (p50/p90/p99/max, microseconds), per template and overall,
-//     and the parse time of each template.
+//     $UBATCH_SHARED_DIR/reference/templates, else ../shared/… beside the source tree) N times
+//     each and prints the per-render time distribution (p50/p90/p99/max, microseconds; wall
+//     time and the thread's CPU time, which other processes' load does not inflate), per
+//     template and overall, the fuel of the heaviest render, and each template's parse time.
 // Exit status 0; 1 on a template or input error (the error on stderr); 2 on a usage error.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <cstdio>
 #include <functional>
 #include <fstream>
@@ -118,6 +120,13 @@ int run_render(const TemplateOptions& o) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
+// CPU time of the calling thread, in microseconds (unaffected by other processes' load).
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
 int run_bench(const TemplateOptions& o) {
   const std::string dir = o.corpus + "/";
   std::string cases_text, expected_text;
@@ -130,24 +139,28 @@ int run_bench(const TemplateOptions& o) {
   std::tm date{};
   parse_date(cases["fixed_date"].get<std::string>(), date);
   using clock = std::chrono::steady_clock;
-  std::vector<double> all_us;
+  std::vector<double> all_wall, all_cpu, parse_cpu;
   size_t n_errors = 0, n_pairs = 0;
-  std::printf("%-44s %8s %8s %8s %8s %9s\n", "template", "parse_us", "p50_us", "p99_us", "max_us", "fuel_p50");
+  double slowest_cpu = 0;
+  std::string slowest;
+  std::printf("%-44s %9s %8s %8s %8s %8s %9s\n", "template", "parse_us", "p50_us", "p99_us", "max_us", "cpu_max", "fuel_max");
   for (const auto& [template_id, results] : expected.items()) {
     const ordered_json& meta = cases["templates"][template_id];
     std::string source;
     if (!read_file(dir + meta["file"].get<std::string>(), source)) continue;
-    const auto t0 = clock::now();
+    const double p0 = thread_cpu_us();
     auto renderer = jinja::ChatTemplateRenderer::create(source);
-    const double parse_us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+    const double parse_us = thread_cpu_us() - p0;
+    parse_cpu.push_back(parse_us);
     if (!renderer) {
       std::fprintf(stderr, "%s: %s\n", template_id.c_str(), renderer.error().describe().c_str());
       return 1;
     }
-    std::vector<double> us;
-    std::vector<double> fuel;
+    std::vector<double> wall, cpu;
+    uint64_t fuel_max = 0;
     for (const auto& c : cases["cases"]) {
-      if (!results.contains(c["id"].get<std::string>())) continue;
+      const std::string case_id = c["id"].get<std::string>();
+      if (!results.contains(case_id)) continue;
       ++n_pairs;
       jinja::ChatTemplateInputs in;
       in.messages = c["messages"];
@@ -161,27 +174,42 @@ int run_bench(const TemplateOptions& o) {
       if (c.contains("extra_vars"))
         for (const auto& [k, v] : c["extra_vars"].items()) in.extra_vars[k] = v;
       in.now = date;
+      std::vector<double> pair_cpu;
       for (int i = 0; i < o.iterations; ++i) {
         jinja::RenderStats stats;
+        const double c0 = thread_cpu_us();
         const auto r0 = clock::now();
         auto out = renderer->render(in, {}, &stats);
         const double t = std::chrono::duration<double, std::micro>(clock::now() - r0).count();
-        us.push_back(t);
-        all_us.push_back(t);
-        if (i == 0) {
-          fuel.push_back(static_cast<double>(stats.fuel_used));
-          if (!out) ++n_errors;
-        }
+        const double ct = thread_cpu_us() - c0;
+        wall.push_back(t);
+        cpu.push_back(ct);
+        pair_cpu.push_back(ct);
+        all_wall.push_back(t);
+        all_cpu.push_back(ct);
+        fuel_max = std::max(fuel_max, stats.fuel_used);
+        if (i == 0 && !out) ++n_errors;
+      }
+      const double p50 = bench::percentile(pair_cpu, 50);
+      if (p50 > slowest_cpu) {
+        slowest_cpu = p50;
+        slowest = template_id + " / " + case_id;
       }
     }
-    std::printf("%-44s %8.1f %8.1f %8.1f %8.1f %9.0f\n", template_id.c_str(), parse_us, bench::percentile(us, 50),
-                bench::percentile(us, 99), *std::max_element(us.begin(), us.end()), bench::percentile(fuel, 50));
+    std::printf("%-44s %9.1f %8.1f %8.1f %8.1f %8.1f %9llu\n", template_id.c_str(), parse_us, bench::percentile(wall, 50),
+                bench::percentile(wall, 99), *std::max_element(wall.begin(), wall.end()),
+                *std::max_element(cpu.begin(), cpu.end()), static_cast<unsigned long long>(fuel_max));
   }
   std::printf("\nall: %zu renders (%zu template x conversation pairs x %d; %zu pairs end in a template error)\n",
-              all_us.size(), n_pairs, o.iterations, n_errors);
-  std::printf("per render: p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", bench::percentile(all_us, 50),
-              bench::percentile(all_us, 90), bench::percentile(all_us, 99),
-              *std::max_element(all_us.begin(), all_us.end()));
+              all_wall.size(), n_pairs, o.iterations, n_errors);
+  std::printf("per render, wall: p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", bench::percentile(all_wall, 50),
+              bench::percentile(all_wall, 90), bench::percentile(all_wall, 99),
+              *std::max_element(all_wall.begin(), all_wall.end()));
+  std::printf("per render, thread CPU: p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n",
+              bench::percentile(all_cpu, 50), bench::percentile(all_cpu, 90), bench::percentile(all_cpu, 99),
+              *std::max_element(all_cpu.begin(), all_cpu.end()));
+  std::printf("slowest pair (CPU p50): %s, %.1f us; parse (CPU): p50 %.1f us, max %.1f us\n", slowest.c_str(),
+              slowest_cpu, bench::percentile(parse_cpu, 50), *std::max_element(parse_cpu.begin(), parse_cpu.end()));
   return 0;
 }
 
