@@ -24,6 +24,11 @@ std::string default_model() {
   return UBATCH_DEFAULT_MODEL;
 }
 
+std::string smollm2_model() {
+  if (const char* env = std::getenv("UBATCH_SMOLLM2_MODEL")) return env;
+  return UBATCH_SMOLLM2_MODEL;
+}
+
 std::string ubatch_binary() { return UBATCH_BINARY; }
 
 std::string ubatch_command() {

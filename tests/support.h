@@ -18,6 +18,9 @@ std::string reference_path(const std::string& rel);
 bool have_reference();
 // The embedded default model (Gemma 3 270M Q4_K_M) and the built `ubatch` binary.
 std::string default_model();
+// The chat model scripts/setup.sh installs beside it (SmolLM2-135M-Instruct Q4_1);
+// UBATCH_SMOLLM2_MODEL overrides the path.
+std::string smollm2_model();
 std::string ubatch_binary();
 // The shell words that run the binary: ubatch_binary(), preceded in a cross build by the
 // emulator CMake runs the tests with (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; the
