@@ -13,14 +13,15 @@ JOBS=$(nproc)
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-echo "== hostile-input (GGUF files, malformed models), chat-rendering, Jinja-engine, grammar, HTTP-transport and packed-kernel tests under AddressSanitizer + UBSan"
+echo "== hostile-input (GGUF files, malformed models), chat-rendering, Jinja-engine, tokenizer-vector, grammar, HTTP-transport and packed-kernel tests under AddressSanitizer + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUBATCH_SANITIZE=ON >/dev/null
 cmake --build build-asan --target test_gguf test_gguf_hostile test_context_archs test_kernels_gemm test_tokenizer_chat test_tokenizer_segments \
-  test_grammar_gbnf test_grammar_matcher test_grammar_json_schema test_server_transport test_server_http test_server_webui \
+  test_tokenizer_vectors test_tokenizer_wpm test_grammar_gbnf test_grammar_matcher test_grammar_json_schema \
+  test_server_transport test_server_http test_server_webui \
   test_template_lexer test_template_parser test_template_values test_template_filters test_template_tests \
   test_template_statements test_template_sandbox test_template_marks test_template_chat test_template_corpus
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|ArchStrictLoading|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -R 'Gguf|ArchStrictLoading|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|TokenizerVectors|TokenizerWpm|WordPieceWords|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
 echo "== scheduler, engine and server tests under ThreadSanitizer"
 # The server tests run the real HTTP layer (Boost.Beast, 2 I/O threads) against the engine
 # thread: transport limits, pipelining, drain, SSE streams and client disconnects. Left out
