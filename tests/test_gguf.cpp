@@ -3,6 +3,8 @@
 // round-trip through the writer and the reader.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -61,7 +63,9 @@ TEST(GgufReference, AllModelsLoad) {
     ASSERT_TRUE(f.is_ok()) << f.message();
     expect_consistent(**f);
     const std::string arch(f.value()->get_string("general.architecture").value_or(""));
-    EXPECT_TRUE(arch == "llama" || arch == "gemma3") << arch;
+    EXPECT_TRUE(arch == "llama" || arch == "gemma3" || arch == "qwen2" || arch == "qwen3" || arch == "phi3" ||
+                arch == "gemma2" || arch == "smollm3")
+        << arch;
     EXPECT_EQ(f.value()->get_int(arch + ".embedding_length"), 256);
     auto tokens = f.value()->get_string_array("tokenizer.ggml.tokens");
     ASSERT_TRUE(tokens.has_value());
@@ -96,7 +100,13 @@ TEST(GgufReference, RewriteIsByteIdentical) {
     auto f = File::open(path);
     ASSERT_TRUE(f.is_ok()) << f.message();
     const std::vector<uint8_t> original = test::read_file(path);
-    const std::vector<uint8_t> rewritten = Writer::from_file(**f).bytes();
+    std::vector<uint8_t> rewritten = Writer::from_file(**f).bytes();
+    // A vocabulary-only file may or may not pad its end to the alignment (the data section it
+    // would start); the writer does not. Anything else must match byte for byte.
+    if (f.value()->tensors().empty() && original.size() > rewritten.size() &&
+        original.size() - rewritten.size() < f.value()->alignment() &&
+        std::all_of(original.begin() + rewritten.size(), original.end(), [](uint8_t b) { return b == 0; }))
+      rewritten.resize(original.size(), 0);
     ASSERT_EQ(rewritten.size(), original.size());
     EXPECT_TRUE(rewritten == original);
   }
