@@ -9,8 +9,10 @@
 
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace ubatch::jinja {
@@ -75,6 +77,17 @@ class TemplateException : public std::exception {
 };
 
 [[noreturn]] void throw_error(ErrorKind kind, std::string message, SourcePos pos = {});
+
+// Joins pieces into one string (for messages; also sidesteps GCC 12's false -Wrestrict on
+// `"literal" + std::string`).
+inline std::string concat(std::initializer_list<std::string_view> parts) {
+  size_t n = 0;
+  for (std::string_view p : parts) n += p.size();
+  std::string out;
+  out.reserve(n);
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
 // Shorthands for the two kinds thrown most.
 [[noreturn]] inline void runtime_error(std::string message) { throw_error(ErrorKind::kRuntime, std::move(message)); }
 [[noreturn]] inline void syntax_error(std::string message, SourcePos pos) {

@@ -73,7 +73,7 @@ Value m_fromkeys(State& st, const Value&, CallArgs& args) {
 int64_t int_arg(const Value& v) {
   if (!v.is_int() && !v.is_bool()) {
     if (v.is_undefined()) fail_undefined(v);
-    runtime_error("'" + type_name(v) + "' object cannot be interpreted as an integer");
+    runtime_error(concat({"'", type_name(v), "' object cannot be interpreted as an integer"}));
   }
   return v.to_int();
 }

@@ -106,12 +106,12 @@ const Value* DictData::find(const Value& key) const {
   return nullptr;
 }
 
-std::string Object::repr() const { return "<" + std::string(type_name()) + " object>"; }
+std::string Object::repr() const { return concat({"<", type_name(), " object>"}); }
 
-Value Object::call(State&, CallArgs&) { runtime_error("'" + std::string(type_name()) + "' object is not callable"); }
+Value Object::call(State&, CallArgs&) { runtime_error(concat({"'", type_name(), "' object is not callable"})); }
 
 Value Object::attribute(State&, std::string_view name) {
-  return Value::undefined("'" + std::string(type_name()) + " object' has no attribute '" + std::string(name) + "'");
+  return Value::undefined(concat({"'", type_name(), " object' has no attribute '", name, "'"}));
 }
 
 std::string type_name(const Value& v) {
