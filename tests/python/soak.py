@@ -688,6 +688,7 @@ class StreamChecker:
         self.usage = None
         self.frames = 0
         self.texts = defaultdict(str)
+        self.deadline_error = False  # a strict deadline passed after the head: an error event, then [DONE]
 
     def frame(self, data):
         need(not self.done, "a frame after [DONE]")
@@ -700,7 +701,15 @@ class StreamChecker:
         except ValueError:
             raise Bad(f"frame is not JSON: {data[:100]!r}")
         if "error" in doc:
-            raise Bad(f"error frame: {str(doc['error'])[:200]}")
+            err = doc["error"]
+            # docs/API.md: a strict deadline that passes once the stream's head is sent ends the
+            # stream with one error event (deadline_exceeded) and [DONE]; anything else is a failure.
+            if self.exp["strict_deadline"] and isinstance(err, dict) and err.get("code") == "deadline_exceeded" \
+                    and not self.deadline_error:
+                self.deadline_error = True
+                return
+            raise Bad(f"error frame: {str(err)[:200]}")
+        need(not self.deadline_error, "a chunk after the deadline error event")
         need(doc.get("object") == ("chat.completion.chunk" if self.chat else "text_completion"),
              f"chunk object {doc.get('object')!r}")
         self.id = self.id or doc.get("id")
@@ -739,6 +748,8 @@ class StreamChecker:
 
     def end(self):
         need(self.done, f"stream ended without [DONE] after {self.frames} frames")
+        if self.deadline_error:
+            return
         need(sorted(self.finished) == list(range(self.exp["n"])),
              f"final chunks for choices {sorted(self.finished)} of n={self.exp['n']}")
         for i, f in self.finished.items():
@@ -983,6 +994,9 @@ class Soak:
                     sc.frame(ev)
             need(not sse.buf.strip(), f"bytes after the last event: {sse.buf[:60]!r}")
             sc.end()
+            if sc.deadline_error:
+                return Result("valid", label, "200 deadline error event", 200), \
+                    keep_ok and not getattr(resp, "until_close", False)
             texts = [(sc.texts[i], sc.finished[i]) for i in range(exp["n"])]
         else:
             need(resp.header("content-type").startswith("application/json"),
