@@ -3,7 +3,7 @@
 
 Runs `ubatch bench` on the tiny reference models (`../shared/reference/models/tiny-<arch>-<type>.gguf`,
 random weights, 2-3 layers, n_embd 256, n_vocab 512) in interleaved rounds: every round runs each
-architecture once (ppN and tgN, one repetition after the bench's own warm-up), in an order that
+architecture once (ppN and tgN, the best of --reps repetitions after the bench's warm-up), in an order that
 rotates from round to round, so that a slow spell of a shared machine falls on every architecture
 alike. Per architecture and test it prints tokens/s (median, min-max over rounds) and the rate
 in matmul parameters per second (tokens/s x the parameters one token multiplies: the layers'
@@ -11,7 +11,7 @@ matrices plus the output projection, `layer_matmul_params + output_params` of `b
 relative to llama's in the same round: the median and the min-max of that per-round ratio.
 
 Usage: python3 bench/arch_speed.py [--binary build/ubatch] [--models DIR] [--type q4_k_m]
-                                   [--rounds 7] [-p 128] [-n 32] [--threads N]
+                                   [--rounds 7] [--reps 5] [-p 512] [-n 128] [--threads N]
 """
 import argparse
 import json
@@ -23,8 +23,8 @@ import sys
 ARCHS = ["llama", "llama3", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "smollm3"]
 
 
-def bench(binary, model, n_prompt, n_gen, threads):
-    cmd = [binary, "bench", "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-r", "1", "--no-roofline",
+def bench(binary, model, n_prompt, n_gen, threads, reps):
+    cmd = [binary, "bench", "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-r", str(reps), "--no-roofline",
            "-o", "json"]
     if threads:
         cmd += ["-t", str(threads)]
@@ -37,9 +37,9 @@ def bench(binary, model, n_prompt, n_gen, threads):
         if r.get("batched"):
             continue
         if r["n_prompt"] == n_prompt and r["n_gen"] == 0:
-            pp = r["prompt_tps"]["mean"]
+            pp = r["prompt_tps"]["max"]
         if r["n_gen"] == n_gen and r["n_prompt"] == 0:
-            tg = r["gen_tps"]["mean"]
+            tg = r["gen_tps"]["max"]
     if pp is None or tg is None:
         sys.exit(f"no pp{n_prompt}/tg{n_gen} result in the output of {' '.join(cmd)}")
     return params, pp, tg
@@ -57,9 +57,10 @@ def main():
     ap.add_argument("--models", default=os.path.join(shared, "reference", "models"))
     ap.add_argument("--type", default="q4_k_m")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("-p", type=int, default=128)
-    ap.add_argument("-n", type=int, default=32)
+    ap.add_argument("-p", type=int, default=512)
+    ap.add_argument("-n", type=int, default=128)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     archs = [x for x in ARCHS if os.path.exists(os.path.join(a.models, f"tiny-{x}-{a.type}.gguf"))]
     if "llama" not in archs:
@@ -69,7 +70,7 @@ def main():
     for r in range(a.rounds):
         order = archs[r % len(archs):] + archs[:r % len(archs)]
         for x in order:
-            p, pp, tg = bench(a.binary, os.path.join(a.models, f"tiny-{x}-{a.type}.gguf"), a.p, a.n, a.threads)
+            p, pp, tg = bench(a.binary, os.path.join(a.models, f"tiny-{x}-{a.type}.gguf"), a.p, a.n, a.threads, a.reps)
             params[x] = p
             runs[x].append((pp, tg))
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
