@@ -172,7 +172,11 @@ TEST(LevelPlan, CachePath) {
   EXPECT_EQ(a.rfind("/x/cache/ubatch/kernel-levels-", 0), 0u) << a;
   EXPECT_EQ(a.size(), std::string("/x/cache/ubatch/kernel-levels-").size() + 16 + 4) << a;
   EXPECT_EQ(a.substr(a.size() - 4), ".txt");
-  EXPECT_NE(level_cache_path("/x/cache", "/home/u", "key two"), a);  // one file per CPU model and build
+  EXPECT_NE(level_cache_path("/x/cache", "/home/u", "key two"), a);  // one file per CPU model
+  // The build part of the key (" | build ..."): the same file, rewritten by another build.
+  EXPECT_EQ(level_cache_path("/x/cache", "/home/u", "key one | build 123 456"), a);
+  EXPECT_EQ(level_cache_path("/x/cache", "/home/u", "key one | build 789 1"), a);
+  EXPECT_NE(level_cache_key().find(" | build "), std::string::npos) << level_cache_key();
   EXPECT_EQ(level_cache_path("", "/home/u", "key one").rfind("/home/u/.cache/ubatch/kernel-levels-", 0), 0u);
   EXPECT_EQ(level_cache_path(nullptr, "/home/u", "key one").rfind("/home/u/.cache/ubatch/kernel-levels-", 0), 0u);
   EXPECT_EQ(level_cache_path(nullptr, nullptr, "key one"), "");

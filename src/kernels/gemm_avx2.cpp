@@ -216,7 +216,9 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     // The next panel's packed bytes are prefetched into L2 a slice per tile, so that its
     // unpacking finds them there rather than waiting on memory after the tiles of this one
     // (the unpacker's own prefetch runs only kPrefetchBytes ahead, while it runs).
-    const char* pf = p + 1 < p1 ? reinterpret_cast<const char*>(w.panel(p + 1)) : nullptr;
+    // With one tile (1-2 tokens: decode) the unpacker's prefetch suffices and this would only
+    // add instructions.
+    const char* pf = p + 1 < p1 && n_tiles > 1 ? reinterpret_cast<const char*>(w.panel(p + 1)) : nullptr;
     const int64_t pf_slice = ((w.panel_bytes + n_tiles - 1) / n_tiles + 63) & ~int64_t(63);
     const char* pf_end = pf ? pf + w.panel_bytes : nullptr;
     float* yp = y + p * kPanelRows;

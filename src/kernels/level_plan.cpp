@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "kernels/packed_weight.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -19,6 +21,7 @@ namespace {
 // Bump when the probe's products or the kernels change enough that old timings mislead.
 constexpr int kLevelProbeVersion = 1;
 constexpr const char* kCacheHeader = "ubatch kernel level timings v1";
+constexpr const char* kBuildMarker = " | build ";
 }  // namespace
 
 ShapeClass shape_class(int64_t n_tokens) {
@@ -183,10 +186,17 @@ uint64_t fnv1a(const std::string& s) {
 
 }  // namespace
 
+// This executable's size and modification time: a rebuilt binary (new kernels) measures again.
+std::string build_stamp() {
+  struct stat st;
+  if (stat("/proc/self/exe", &st) != 0) return "unknown";
+  return std::to_string(static_cast<long long>(st.st_size)) + " " + std::to_string(static_cast<long long>(st.st_mtime));
+}
+
 const std::string& level_cache_key() {
   static const std::string key = cpu_model_string() + " | " + simd_level_names() + " | layout " +
                                  std::to_string(kPackedLayoutVersion) + " | probe " +
-                                 std::to_string(kLevelProbeVersion);
+                                 std::to_string(kLevelProbeVersion) + kBuildMarker + build_stamp();
   return key;
 }
 
@@ -196,7 +206,8 @@ std::string level_cache_path(const char* xdg_cache_home, const char* home, const
   else if (home && *home) dir = std::string(home) + "/.cache";
   else return "";
   char name[64];
-  std::snprintf(name, sizeof name, "kernel-levels-%016llx.txt", static_cast<unsigned long long>(fnv1a(key)));
+  const std::string file_key = key.substr(0, key.find(kBuildMarker));  // one file per CPU model
+  std::snprintf(name, sizeof name, "kernel-levels-%016llx.txt", static_cast<unsigned long long>(fnv1a(file_key)));
   return dir + "/ubatch/" + name;
 }
 

@@ -88,11 +88,13 @@ bool parse_level_cache(const std::string& text, const std::string& key, std::vec
 
 // The cache key of this CPU and build: the CPU model (x86: CPUID brand string, family, model,
 // stepping; aarch64: MIDR_EL1 from sysfs when readable), this build's levels, the packed
-// layout version and the probe's version. Read once.
+// layout version and the probe's version, then " | build " and the executable's size and
+// modification time (a rebuilt binary, whose kernels may differ, measures again). Read once.
 const std::string& level_cache_key();
 // Where the cache file of `key` lives: $XDG_CACHE_HOME/ubatch/ (else $HOME/.cache/ubatch/)
-// kernel-levels-<16 hex digits of a hash of key>.txt; "" when neither variable is set (or
-// empty). Pure: the variables' values are arguments (nullptr: unset).
+// kernel-levels-<16 hex digits of a hash of key up to " | build ">.txt — one file per CPU
+// model and ladder, rewritten by a build whose key differs; "" when neither variable is set
+// (or empty). Pure: the variables' values are arguments (nullptr: unset).
 std::string level_cache_path(const char* xdg_cache_home, const char* home, const std::string& key);
 
 }  // namespace ubatch::kernels
