@@ -132,9 +132,8 @@ int main(int argc, char** argv) {
       std::printf("packed: %.1f MB\n", packed->bytes() / 1e6);
     }
   }
-  std::printf("%s [%lld x %lld] %.1f MB, %d threads, level %s\n", argv[1], (long long)n_out,
-              (long long)n_in, data.size() / 1e6, threads,
-              simd_level_name(detail::matmul_level()));
+  std::printf("%s [%lld x %lld] %.1f MB, %d threads, matmul levels %s\n", argv[1], (long long)n_out,
+              (long long)n_in, data.size() / 1e6, threads, describe_matmul_levels().c_str());
   std::printf("median / min wall time per call (the min is the best guide on a shared machine);\n"
               "GB/s (weights), GFLOP/s and us/token from the min\n");
   std::printf("%8s %10s %10s %10s %10s %10s %12s\n", "n_tokens", "median ms", "min ms", "GB/s",

@@ -166,10 +166,19 @@ TEST(BenchInt8Peak, SharesInReports) {
   apply_int8_roofline(amx, nullptr, true);  // unknown peaks: cleared
   EXPECT_EQ(amx.prompt_int8_share, 0.0);
   EXPECT_TRUE(amx.int8_isa.empty());
+  // Which level ran where (issue 24): the plan in the header, the phase's level per row.
+  pp.prompt_level = "prefill avx512";
+  rep.machine.matmul_levels = "decode avx2, small-batch avx512, prefill avx512";
+  rep.machine.matmul_levels_source = "measured now in 40 ms";
+  rep.machine.matmul_level_by_class = {{"decode", "avx2"}, {"small-batch", "avx512"}, {"prefill", "avx512"}};
   rep.results = {pp};
 
   const std::string md = format_markdown(rep);
   EXPECT_NE(md.find("SIMD avx512 (amx not used: CPU has no AMX-INT8)"), std::string::npos) << md;
+  EXPECT_NE(md.find("- matmul levels: decode avx2, small-batch avx512, prefill avx512 (measured now in 40 ms)\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 40.00 GFLOP/s (40% peak, 10% avx512-vnni) | prefill avx512 |\n"), std::string::npos) << md;
   EXPECT_NE(md.find("- int8 peak (2 threads): avx512-vnni 400.0 GOP/s, avx2 100.0 GOP/s, amx: not available: "),
             std::string::npos)
       << md;
@@ -179,10 +188,16 @@ TEST(BenchInt8Peak, SharesInReports) {
   const std::string header = csv.substr(0, csv.find('\n'));
   EXPECT_NE(header.find(",simd,int8_isa,int8_peak_gops,prompt_int8_share,amx_peak_gops,prompt_amx_share"),
             std::string::npos);
-  EXPECT_NE(csv.find(",\"avx512\",\"avx512-vnni\",400.0000,0.1000,0.0000,0.0000\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",\"avx512\",\"avx512-vnni\",400.0000,0.1000,0.0000,0.0000,\"prefill avx512\",\"\"\n"),
+            std::string::npos)
+      << csv;
 
   nlohmann::json j = to_json(rep);
   EXPECT_EQ(j["machine"]["simd_reason"], "amx not used: CPU has no AMX-INT8");
+  EXPECT_EQ(j["machine"]["matmul_levels"]["small-batch"], "avx512");
+  EXPECT_EQ(j["machine"]["matmul_levels"]["source"], "measured now in 40 ms");
+  EXPECT_EQ(j["results"][0]["prompt_level"], "prefill avx512");
+  EXPECT_EQ(j["results"][0]["gen_level"], "");
   EXPECT_DOUBLE_EQ(j["machine"]["int8_peak"][0]["avx2"]["gops"].get<double>(), 100.0);
   EXPECT_DOUBLE_EQ(j["results"][0]["prompt_int8_share"].get<double>(), 0.1);
   EXPECT_EQ(j["results"][0]["int8_isa"], "avx512-vnni");

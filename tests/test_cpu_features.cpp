@@ -14,6 +14,7 @@
 
 #include "kernels/amx.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
 #include "support.h"
 
 namespace ubatch::kernels {
@@ -252,9 +253,31 @@ TEST_F(CpuSimdCap, EnvironmentCapsTheLevel) {
   out = run(std::string("UBATCH_SIMD=") + simd_level_name(first));
   const SimdLevel expect = cpu_simd_level() >= first ? first : SimdLevel::Scalar;
   EXPECT_NE(out.find(std::string("\"simd\": \"") + simd_level_name(expect) + "\""), std::string::npos) << out;
+  // The plan per shape class stays within the cap.
+  EXPECT_NE(out.find("\"matmul_levels\""), std::string::npos) << out;
+  if (expect == SimdLevel::Scalar) {
+    EXPECT_NE(out.find("\"prefill\": \"scalar\""), std::string::npos) << out;
+  }
+  for (SimdLevel above : {SimdLevel::Avx512, SimdLevel::Amx, SimdLevel::Dotprod}) {
+    if (above <= expect || above > top_simd_level()) continue;
+    EXPECT_EQ(out.find(std::string(": \"") + simd_level_name(above) + "\""), std::string::npos) << out;
+  }
   // A cap at (or above) the CPU's level changes nothing.
   out = run(std::string("UBATCH_SIMD=") + simd_level_name(top_simd_level()));
   EXPECT_NE(out.find(std::string("\"simd\": \"") + simd_level_name(cpu_simd_level()) + "\""), std::string::npos) << out;
+}
+
+// UBATCH_KERNEL_TUNE=off: the ceiling level for every shape class, no measurement; an
+// unknown value warns and is ignored.
+TEST_F(CpuSimdCap, KernelTuneOffUsesTheCeilingEverywhere) {
+  std::string out = run("UBATCH_KERNEL_TUNE=off");
+  const std::string level = simd_level_name(matmul_simd_level());
+  for (const char* cls : {"decode", "small-batch", "prefill"})
+    EXPECT_NE(out.find(std::string("\"") + cls + "\": \"" + level + "\""), std::string::npos) << cls << "\n" << out;
+  EXPECT_NE(out.find("UBATCH_KERNEL_TUNE=off"), std::string::npos) << out;
+  out = run("UBATCH_KERNEL_TUNE=sometimes");
+  EXPECT_NE(out.find("warning: UBATCH_KERNEL_TUNE=sometimes is not one of off, measure; ignored"), std::string::npos)
+      << out;
 }
 
 TEST_F(CpuSimdCap, UnknownValueWarnsAndIsIgnored) {

@@ -1,6 +1,7 @@
 // Packed weights and the packed GEMM: the layout against the GGUF blocks, and every SIMD
 // level bit for bit against matmul_reference (which reads the GGUF blocks, not the packed
-// copy) over row tails, token counts {1..12, 16, 17, 37} and thread counts {1, 2, 3} — which
+// copy) over row tails, token counts {1..12, 16, 17, 23, 24, 31, 32, 33, 37, 63, 64, 65} and
+// thread counts {1, 2, 3} — which
 // pins the packed layout, cross-level bit identity and batch invariance at once.
 #include <gtest/gtest.h>
 
@@ -185,7 +186,9 @@ TEST(PackedGemm, SimdActivationPackingMatchesScalar) {
 // One level, every token count and thread count, gives matmul_reference's bits (and so the
 // same bits as every other level).
 void check_level(SimdLevel level) {
-  const int64_t kTokens[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 17, 37};
+  // Decode (1-2), the small-batch class (3-64: every tile remainder of the levels' token
+  // tiles, odd counts, 16-32 sequences of batched decode, its 64 limit) and prefill (65+).
+  const int64_t kTokens[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 17, 23, 24, 31, 32, 33, 37, 63, 64, 65};
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int n : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n));
   for (TensorType t : kQuantTypes)
@@ -194,7 +197,7 @@ void check_level(SimdLevel level) {
         const Weights w = random_weights(t, n_in, n_out, 11u + static_cast<uint32_t>(n_in * 3 + n_out));
         auto pw = pack_weight(t, w.data.data(), n_in, n_out);
         ASSERT_TRUE(pw.is_ok()) << pw.message();
-        const int64_t T = 37;
+        const int64_t T = 65;
         const std::vector<float> x = random_x(T, n_in, 5u + static_cast<uint32_t>(n_in));
         std::vector<float> ref(T * n_out);
         matmul_reference(w.view, x.data(), T, ref.data());
@@ -202,7 +205,7 @@ void check_level(SimdLevel level) {
         pv.packed = pw->get();
         for (auto& pool : pools)
           for (int64_t nt : kTokens) {
-            if (pool->n_threads() > 1 && nt != 1 && nt != 17 && nt != 37) continue;
+            if (pool->n_threads() > 1 && nt != 1 && nt != 17 && nt != 33 && nt != 65) continue;
             std::vector<float> y(nt * n_out, -7.0f);
             detail::matmul_at_level(level, pv, x.data(), nt, y.data(), *pool);
             ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)))
@@ -265,7 +268,7 @@ TEST(PackedGemm, MultiEqualsSeparateCalls) {
   }
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
-    for (int64_t nt : {1, 2, 5, 37}) {
+    for (int64_t nt : {1, 2, 5, 24, 33, 37}) {
       const std::vector<float> x = random_x(nt, n_in, 9);
       for (int n : {1, 2, 3, 4}) {
         std::vector<std::vector<float>> sep(n), multi(n);

@@ -318,12 +318,21 @@ std::string peak_cell(const BenchResult& r) {
   return fmt::format("{:.2f} GFLOP/s ({})", r.prompt_gflops, shares);
 }
 
+// "prefill avx2 / decode avx2": the level of each phase the test has.
+std::string levels_cell(const BenchResult& r) {
+  std::string out = r.prompt_level;
+  if (!r.gen_level.empty()) out += (out.empty() ? "" : " / ") + r.gen_level;
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace
 
 std::string format_machine_markdown(const MachineInfo& m) {
   std::string out;
   out += fmt::format("- machine: {} hardware threads, SIMD {}{}\n", m.hw_threads, m.simd,
                      m.simd_reason.empty() ? "" : " (" + m.simd_reason + ")");
+  if (!m.matmul_levels.empty())
+    out += fmt::format("- matmul levels: {} ({})\n", m.matmul_levels, m.matmul_levels_source);
   if (m.bandwidth_given)
     out += fmt::format("- memory read bandwidth: {:.2f} GB/s (given)\n", m.bandwidth.gbps);
   else if (m.bandwidth.gbps > 0)
@@ -355,27 +364,27 @@ std::string format_markdown(const BenchReport& rep) {
   bool any_single = false, any_batched = false;
   for (const BenchResult& r : rep.results) (r.test.batched ? any_batched : any_single) = true;
   if (any_single) {
-    out += "| model | size | params | threads | n_batch | n_ubatch | test | t/s | roofline |\n";
-    out += "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n";
+    out += "| model | size | params | threads | n_batch | n_ubatch | test | t/s | roofline | matmul level |\n";
+    out += "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |\n";
     for (const BenchResult& r : rep.results) {
       if (r.test.batched) continue;
       const bool gen_only = r.test.n_prompt == 0;
-      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", rep.model.desc,
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", rep.model.desc,
                          size_str(rep.model.cost.weight_bytes), params_str(rep.model.cost.n_params), r.n_threads,
                          r.config.n_batch, r.n_ubatch, r.test.name(),
                          mean_sd(gen_only ? r.gen_tps : r.test.n_gen == 0 ? r.prompt_tps : r.total_tps),
-                         gen_only ? bw_cell(r) : peak_cell(r));
+                         gen_only ? bw_cell(r) : peak_cell(r), levels_cell(r));
     }
   }
   if (any_batched) {
     if (any_single) out += "\n";
-    out += "| threads | n_batch | n_ubatch | pp | tg | B | prompt t/s | gen t/s | total t/s | gen weights | prompt compute |\n";
-    out += "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    out += "| threads | n_batch | n_ubatch | pp | tg | B | prompt t/s | gen t/s | total t/s | gen weights | prompt compute | matmul level (pp / tg) |\n";
+    out += "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
     for (const BenchResult& r : rep.results) {
       if (!r.test.batched) continue;
-      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.n_threads, r.config.n_batch,
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.n_threads, r.config.n_batch,
                          r.n_ubatch, r.test.n_prompt, r.test.n_gen, r.test.n_seq, mean_sd(r.prompt_tps),
-                         mean_sd(r.gen_tps), mean_sd(r.total_tps), bw_cell(r), peak_cell(r));
+                         mean_sd(r.gen_tps), mean_sd(r.total_tps), bw_cell(r), peak_cell(r), levels_cell(r));
     }
   }
   bool any_grammar = false;
@@ -408,7 +417,7 @@ std::string format_csv(const BenchReport& rep) {
       "model,test,n_prompt,n_gen,n_seq,threads,n_batch,n_ubatch,reps,"
       "prompt_tps_mean,prompt_tps_sd,gen_tps_mean,gen_tps_sd,total_tps_mean,total_tps_sd,"
       "gen_weight_gbps,gen_bw_share,prompt_gflops,prompt_peak_share,mem_bw_gbps,matmul_peak_gflops,"
-      "simd,int8_isa,int8_peak_gops,prompt_int8_share,amx_peak_gops,prompt_amx_share\n";
+      "simd,int8_isa,int8_peak_gops,prompt_int8_share,amx_peak_gops,prompt_amx_share,prompt_level,gen_level\n";
   for (const BenchResult& r : rep.results) {
     out += fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}",
                        csv_quote(rep.model.desc), csv_quote(r.test.name()), r.test.n_prompt, r.test.n_gen, r.test.n_seq,
@@ -418,8 +427,9 @@ std::string format_csv(const BenchReport& rep) {
                        rep.machine.peak_for(r.n_threads));
     const Int8Peaks* p8 = rep.machine.int8_peaks_for(r.n_threads);
     const Int8Peak* vec = p8 ? p8->best_vector() : nullptr;
-    out += fmt::format(",{},{},{:.4f},{:.4f},{:.4f},{:.4f}\n", csv_quote(rep.machine.simd), csv_quote(r.int8_isa),
-                       vec ? vec->gops() : 0.0, r.prompt_int8_share, p8 ? p8->amx.gops() : 0.0, r.prompt_amx_share);
+    out += fmt::format(",{},{},{:.4f},{:.4f},{:.4f},{:.4f},{},{}\n", csv_quote(rep.machine.simd), csv_quote(r.int8_isa),
+                       vec ? vec->gops() : 0.0, r.prompt_int8_share, p8 ? p8->amx.gops() : 0.0, r.prompt_amx_share,
+                       csv_quote(r.prompt_level), csv_quote(r.gen_level));
   }
   return out;
 }
@@ -442,8 +452,12 @@ nlohmann::json machine_json(const MachineInfo& m) {
                      {"n_tokens", p.peak.n_tokens}});
   nlohmann::json int8 = nlohmann::json::array();
   for (const Int8Peaks& p : m.int8_peaks) int8.push_back(int8_peaks_json(p));
+  nlohmann::json levels = nlohmann::json::object();
+  for (const auto& [cls, level] : m.matmul_level_by_class) levels[cls] = level;
+  if (!m.matmul_levels_source.empty()) levels["source"] = m.matmul_levels_source;
   return {{"simd", m.simd},
           {"simd_reason", m.simd_reason},
+          {"matmul_levels", levels},
           {"hw_threads", m.hw_threads},
           {"mem_read_bw", {{"gbps", m.bandwidth.gbps},
                            {"mean_gbps", m.bandwidth.mean_gbps},
@@ -504,6 +518,8 @@ nlohmann::json to_json(const BenchReport& rep) {
                        {"int8_isa", r.int8_isa},
                        {"prompt_int8_share", r.prompt_int8_share},
                        {"prompt_amx_share", r.prompt_amx_share},
+                       {"prompt_level", r.prompt_level},
+                       {"gen_level", r.gen_level},
                        {"constrained_decode_s", r.decode_s},
                        {"constrained_grammar_s", r.grammar_s},
                        {"constrained_rows", r.grammar_rows},

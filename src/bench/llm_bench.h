@@ -107,6 +107,9 @@ struct BenchResult {
   double prompt_int8_share = 0.0;  // prompt_gflops / int8_isa peak GOP/s
   std::string int8_isa;            // "avx512-vnni" or "avx2": the ISA of prompt_int8_share
   double prompt_amx_share = 0.0;   // prompt_gflops / AMX peak GOP/s (SIMD level amx only)
+  // The matmul level each phase ran at (kernels::matmul_levels(): the plan's level for the
+  // phase's rows per matmul); "" when the phase is absent or not filled in.
+  std::string prompt_level, gen_level;
 };
 
 // Rates from the per-repetition times (fills the three Summary fields).
@@ -131,6 +134,10 @@ Result<BenchResult> run_test(Context& ctx, const BenchConfig& config, const Benc
 struct MachineInfo {
   std::string simd;              // kernels::simd_level_name
   std::string simd_reason;       // kernels::simd_level_reason(): why not one level higher ("" at amx)
+  // The matmul level per shape class (kernels::matmul_levels()): "decode avx2, small-batch
+  // avx2, prefill avx2", how it was decided, and per class the level name; empty: unknown.
+  std::string matmul_levels, matmul_levels_source;
+  std::vector<std::pair<std::string, std::string>> matmul_level_by_class;  // (class, level)
   int hw_threads = 0;
   BandwidthResult bandwidth;     // gbps 0: not measured
   bool bandwidth_given = false;  // --bw-gbps overrode the probe

@@ -3,6 +3,11 @@
 // vpmaddwd with ones (-> s32). Pair sums stay below 2^15 for every format whose bytes are
 // < 64; Q8_0 (bytes q + 128) is multiplied as |q| × sign(x, q) instead, which forms
 // Σ q·x = init + Σ u·x directly — the same integer, so the same result (gemm_internal.h).
+// Formats with fewer bits add several steps' vpmaddubsw results in int16 before widening
+// (tile(), G), which leaves the multiply ports to vpmaddubsw: 4-bit weights need one
+// vpmaddwd per 8 steps instead of 8. With several tiles of tokens per panel (small batches,
+// prefill) the next panel's packed bytes and the lines of y its tiles will write are
+// prefetched while the current panel's tiles run (gemm_t).
 //
 // Compiled with the AVX2 flags; only reached when the CPU has AVX2 + FMA + F16C.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -11,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/gemm_internal.h"
 
@@ -56,14 +62,15 @@ inline void unpack_quants_half(const uint8_t* q, uint8_t* out, int h) {
   }
 }
 
+// Block records [b0, b1) of panel p, unpacked to out (segment s of block b0 first).
 template <PackedBits B, int S>
-void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
+void unpack_blocks_t(const PackedWeight& w, int64_t p, int64_t b0, int64_t b1, uint8_t* out) {
   const PackedFormat& f = w.fmt;
   const uint8_t* panel = w.panel(p);
   const int segs_per_block = f.block_elems / f.seg;
   const int64_t stride = unpacked_seg_stride(f);
   const char* pf_end = reinterpret_cast<const char*>(w.data + w.bytes());
-  for (int64_t b = 0; b < w.n_in / f.block_elems; ++b) {
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* block = panel + b * f.block_bytes;
     for (int64_t off = 0; off < f.block_bytes; off += 64) {
       const char* pf = reinterpret_cast<const char*>(block) + kPrefetchBytes + off;
@@ -74,7 +81,7 @@ void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
       __m256 m = _mm256_setzero_ps();
       if (f.has_min) m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 32 + 16 * h)));
       for (int s = 0; s < segs_per_block; ++s) {
-        uint8_t* o = out + (b * segs_per_block + s) * stride;
+        uint8_t* o = out + ((b - b0) * segs_per_block + s) * stride;
         const uint8_t* q = block + f.header_bytes + s * f.seg_bytes;
         unpack_quants_half<B, S>(q, o, h);
         __m256 dw = d, mw = m;
@@ -94,15 +101,15 @@ void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
   }
 }
 
-using UnpackFn = void (*)(const PackedWeight&, int64_t, uint8_t*);
+using UnpackFn = void (*)(const PackedWeight&, int64_t, int64_t, int64_t, uint8_t*);
 
 UnpackFn unpacker(const PackedFormat& f) {
   switch (f.bits) {
-    case PackedBits::B8: return f.steps == 8 ? &unpack_panel_t<PackedBits::B8, 8> : &unpack_panel_t<PackedBits::B8, 4>;
-    case PackedBits::B4: return f.steps == 8 ? &unpack_panel_t<PackedBits::B4, 8> : &unpack_panel_t<PackedBits::B4, 4>;
-    case PackedBits::B5: return &unpack_panel_t<PackedBits::B5, 8>;
-    case PackedBits::B6: return &unpack_panel_t<PackedBits::B6, 4>;
-    case PackedBits::B2: return &unpack_panel_t<PackedBits::B2, 4>;
+    case PackedBits::B8: return f.steps == 8 ? &unpack_blocks_t<PackedBits::B8, 8> : &unpack_blocks_t<PackedBits::B8, 4>;
+    case PackedBits::B4: return f.steps == 8 ? &unpack_blocks_t<PackedBits::B4, 8> : &unpack_blocks_t<PackedBits::B4, 4>;
+    case PackedBits::B5: return &unpack_blocks_t<PackedBits::B5, 8>;
+    case PackedBits::B6: return &unpack_blocks_t<PackedBits::B6, 4>;
+    case PackedBits::B2: return &unpack_blocks_t<PackedBits::B2, 4>;
   }
   return nullptr;
 }
@@ -119,12 +126,19 @@ inline __m256 bcast_f32(const uint8_t* p) {
 }
 
 // One panel (two halves of 8 rows) × NR tokens, all segments. SIGNED: Q8_0's |q| × sign(x, q).
-template <int NR, int S, bool MIN, bool SIGNED>
+// G: steps whose vpmaddubsw results are added in int16 before vpmaddwd widens them (one
+// vpmaddwd + add per G steps instead of per step). Exact as long as G pair sums fit int16: a
+// pair is at most 2 · umax · 127 in magnitude, so G = 1 for Q8_0 (|q| <= 128), 2 for 6-bit
+// (u <= 63: 32,004), 4 for 5-bit (u <= 31: 31,496), 8 for 4-bit (u <= 15: 30,480) and all
+// of a 2-bit segment's 4 steps.
+template <int NR, int S, int G, bool MIN, bool SIGNED>
 void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a, const uint8_t* x,
           float* y, int64_t ldy, int rows) {
+  static_assert(S % G == 0 && (!SIGNED || G == 1));
   __m256 acc[2][NR];
   for (int h = 0; h < 2; ++h)
-    for (int t = 0; t < NR; ++t) acc[h][t] = _mm256_setzero_ps();
+    for (int t = 0; t < NR; ++t)
+      acc[h][t] = _mm256_setzero_ps();
   const int64_t xs = a.stride;
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t s = 0; s < n_seg; ++s) {
@@ -135,21 +149,30 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
     }
     const uint8_t* xq = x + s * a.seg;
     const uint8_t* ws = wp + s * wstride;
-    for (int k = 0; k < S; ++k) {
-      __m256i wv[2];
-      for (int h = 0; h < 2; ++h) {
-        wv[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws + 64 * k + 32 * h));
-        if constexpr (SIGNED) wv[h] = _mm256_xor_si256(wv[h], _mm256_set1_epi8(static_cast<char>(0x80)));
-      }
-      for (int t = 0; t < NR; ++t) {
-        const __m256i xb = bcast_i32(xq + t * xs + 4 * k);
+    for (int g = 0; g < S; g += G) {
+      __m256i sum[2][NR];
+      for (int kk = 0; kk < G; ++kk) {
+        const int k = g + kk;
+        __m256i wv[2], wa[2];
         for (int h = 0; h < 2; ++h) {
-          __m256i pr;
-          if constexpr (SIGNED) pr = _mm256_maddubs_epi16(_mm256_abs_epi8(wv[h]), _mm256_sign_epi8(xb, wv[h]));
-          else pr = _mm256_maddubs_epi16(wv[h], xb);
-          ia[h][t] = _mm256_add_epi32(ia[h][t], _mm256_madd_epi16(pr, ones));
+          wv[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws + 64 * k + 32 * h));
+          if constexpr (SIGNED) {
+            wv[h] = _mm256_xor_si256(wv[h], _mm256_set1_epi8(static_cast<char>(0x80)));
+            wa[h] = _mm256_abs_epi8(wv[h]);
+          }
+        }
+        for (int t = 0; t < NR; ++t) {
+          const __m256i xb = bcast_i32(xq + t * xs + 4 * k);
+          for (int h = 0; h < 2; ++h) {
+            __m256i pr;
+            if constexpr (SIGNED) pr = _mm256_maddubs_epi16(wa[h], _mm256_sign_epi8(xb, wv[h]));
+            else pr = _mm256_maddubs_epi16(wv[h], xb);
+            sum[h][t] = kk == 0 ? pr : _mm256_add_epi16(sum[h][t], pr);
+          }
         }
       }
+      for (int h = 0; h < 2; ++h)
+        for (int t = 0; t < NR; ++t) ia[h][t] = _mm256_add_epi32(ia[h][t], _mm256_madd_epi16(sum[h][t], ones));
     }
     for (int h = 0; h < 2; ++h) {
       const float* sp = reinterpret_cast<const float*>(ws + 64 * S);
@@ -178,20 +201,46 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
   }
 }
 
-template <int S, bool MIN, bool SIGNED>
+template <int S, int G, bool MIN, bool SIGNED>
 void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, int64_t n_tokens,
             float* y, int64_t ldy, int64_t p0, int64_t p1, uint8_t* scratch) {
-  const UnpackFn unpack = unpacker(w.fmt);
-  const int64_t wstride = unpacked_seg_stride(w.fmt);
+  const PackedFormat& f = w.fmt;
+  const UnpackFn unpack = unpacker(f);
+  const int64_t wstride = unpacked_seg_stride(f);
+  const int64_t n_blocks = w.n_in / f.block_elems;
+  constexpr int NR = kNR;
+  const int64_t n_tiles = (n_tokens + NR - 1) / NR;
   for (int64_t p = p0; p < p1; ++p) {
     const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - p * kPanelRows));
-    unpack(w, p, scratch);
+    unpack(w, p, 0, n_blocks, scratch);
+    // The next panel's packed bytes are prefetched into L2 a slice per tile, so that its
+    // unpacking finds them there rather than waiting on memory after the tiles of this one
+    // (the unpacker's own prefetch runs only kPrefetchBytes ahead, while it runs).
+    // With one tile (1-2 tokens: decode) the unpacker's prefetch suffices and this would only
+    // add instructions.
+    const char* pf = p + 1 < p1 && n_tiles > 1 ? reinterpret_cast<const char*>(w.panel(p + 1)) : nullptr;
+    const int64_t pf_slice = ((w.panel_bytes + n_tiles - 1) / n_tiles + 63) & ~int64_t(63);
+    const char* pf_end = pf ? pf + w.panel_bytes : nullptr;
     float* yp = y + p * kPanelRows;
+    auto run = [&](auto nr, int64_t t) {
+      for (int64_t off = 0; pf && off < pf_slice && pf < pf_end; off += 64, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
+      // The lines of y the next panel's tile of these tokens will write (one per token):
+      // with many tokens y is large (the logits of 32 sequences are 32 MiB) and a store that
+      // misses waits for its line, so they are fetched a panel ahead.
+      if (pf)
+        for (int64_t i = 0; i < decltype(nr)::value; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(yp + (t + i) * ldy + kPanelRows), _MM_HINT_T0);
+      tile<decltype(nr)::value, S, G, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride,
+                                                   yp + t * ldy, ldy, rows);
+    };
     int64_t t = 0;
-    for (; t + kNR <= n_tokens; t += kNR)
-      tile<kNR, S, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride, yp + t * ldy, ldy, rows);
-    if (t < n_tokens)
-      tile<1, S, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride, yp + t * ldy, ldy, rows);
+    for (; t + NR <= n_tokens; t += NR) run(std::integral_constant<int, NR>{}, t);
+    switch (n_tokens - t) {
+      case 3: if constexpr (NR > 3) run(std::integral_constant<int, 3>{}, t); break;
+      case 2: if constexpr (NR > 2) run(std::integral_constant<int, 2>{}, t); break;
+      case 1: run(std::integral_constant<int, 1>{}, t); break;
+      default: break;
+    }
   }
 }
 
@@ -253,18 +302,17 @@ void gemm_panels_avx2(const PackedWeight& w, const ActLayout& a, const uint8_t* 
                       int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
                       uint8_t* scratch) {
   const PackedFormat& f = w.fmt;
-  if (f.bits == PackedBits::B8) {
+  auto run = [&](auto fn) { fn(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch); };
+  switch (f.bits) {
     // Bytes up to 255 would saturate vpmaddubsw: multiply q = u ^ 0x80 as signed.
-    if (f.steps == 8) gemm_t<8, false, true>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
-    else gemm_t<4, false, true>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
-    return;
-  }
-  if (f.steps == 8) {
-    if (f.has_min) gemm_t<8, true, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
-    else gemm_t<8, false, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
-  } else {
-    if (f.has_min) gemm_t<4, true, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
-    else gemm_t<4, false, false>(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch);
+    case PackedBits::B8: return f.steps == 8 ? run(gemm_t<8, 1, false, true>) : run(gemm_t<4, 1, false, true>);
+    case PackedBits::B6: return run(gemm_t<4, 2, false, false>);  // Q6_K
+    case PackedBits::B2: return run(gemm_t<4, 4, true, false>);   // Q2_K
+    case PackedBits::B5:  // Q5_0, Q5_1, Q5_K
+      return f.has_min ? run(gemm_t<8, 4, true, false>) : run(gemm_t<8, 4, false, false>);
+    case PackedBits::B4:  // Q4_0, Q4_1, Q4_K (S = 8); Q3_K (S = 4, u <= 7)
+      if (f.steps == 4) return f.has_min ? run(gemm_t<4, 4, true, false>) : run(gemm_t<4, 4, false, false>);
+      return f.has_min ? run(gemm_t<8, 8, true, false>) : run(gemm_t<8, 8, false, false>);
   }
 }
 

@@ -22,7 +22,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "kernels/level_plan.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_weight.h"
 
@@ -98,6 +100,21 @@ void gemm_panels_dotprod(const PackedWeight& w, const ActLayout& a, const uint8_
 void gemm_panels_amx(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
                      int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1,
                      uint8_t* scratch);
+
+// One level's packed-GEMM kernels; the scalar ones for Scalar and for a level this build has
+// no kernels for (callers check the CPU first).
+struct LevelKernels {
+  GemmPanelsFn gemm;
+  PackActsFn pack;
+};
+LevelKernels level_kernels(SimdLevel level);
+
+// The measurement behind the level plan (level_probe.cpp): each of `levels` (plus Scalar, the
+// self-check's reference; all must run on this CPU) times one probe product per shape class
+// on the calling thread; a level whose outputs differ from Scalar's gets passed = false.
+// Returns one entry per level, highest first; *spent_seconds (when given): the wall time it
+// took (about 10-60 ms, at most about 0.3 s).
+std::vector<LevelTiming> measure_levels(std::vector<SimdLevel> levels, double* spent_seconds = nullptr);
 
 // True when the AMX GEMM may be used: amx_available() and a forked child found it
 // bit-identical to the AVX-512 path on small products of several types (done once per

@@ -1,10 +1,15 @@
 // matmul: dispatch to a SIMD level, the scalar reference, the packed-GEMM launcher, and scratch buffers.
 #include "kernels/matmul.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -152,19 +157,9 @@ void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64
 void matmul_packed_multi(SimdLevel level, const PackedWeight* const* ws, float* const* ys, int n,
                          const float* x, int64_t n_tokens, ThreadPool& pool) {
   UBATCH_CHECK(n >= 1 && n <= kMaxMulti);
-  GemmPanelsFn gemm = &gemm_panels_scalar;
-  PackActsFn pack = &pack_acts;
-  switch (level) {
-#if defined(UBATCH_X86_KERNELS)
-    case SimdLevel::Amx: gemm = &gemm_panels_amx; pack = &pack_acts_avx512; break;
-    case SimdLevel::Avx512: gemm = &gemm_panels_avx512; pack = &pack_acts_avx512; break;
-    case SimdLevel::Avx2: gemm = &gemm_panels_avx2; pack = &pack_acts_avx2; break;
-#elif defined(UBATCH_ARM_KERNELS)
-    case SimdLevel::Dotprod: gemm = &gemm_panels_dotprod; pack = &pack_acts_neon; break;
-    case SimdLevel::Neon: gemm = &gemm_panels_neon; pack = &pack_acts_neon; break;
-#endif
-    default: break;  // Scalar (a level this build has no kernels for never gets here)
-  }
+  const LevelKernels lk = level_kernels(level);
+  const GemmPanelsFn gemm = lk.gemm;
+  const PackActsFn pack = lk.pack;
   // Activations quantized once per distinct type (the layout depends on nothing else; every
   // weight of one call has the same n_in).
   ActLayout acts[kMaxMulti];
@@ -221,13 +216,121 @@ void matmul_packed_multi(SimdLevel level, const PackedWeight* const* ws, float* 
 }
 
 namespace {
+
+// The levels this build has kernels for that the CPU runs, up to `ceiling` (which already
+// passed its checks: VNNI for AVX-512, the self-check for AMX), lowest first.
+std::vector<SimdLevel> usable_levels(SimdLevel ceiling) {
+  std::vector<SimdLevel> out = {SimdLevel::Scalar};
+#if defined(UBATCH_X86_KERNELS)
+  for (SimdLevel l : {SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Amx})
+    if (l <= ceiling) out.push_back(l);
+#elif defined(UBATCH_ARM_KERNELS)
+  for (SimdLevel l : {SimdLevel::Neon, SimdLevel::Dotprod})
+    if (l <= ceiling) out.push_back(l);
+#else
+  (void)ceiling;
+#endif
+  return out;
+}
+
+std::string read_text(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return "";
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (1u << 16)) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
+
+// Writes the cache file (creating its directory), atomically: a temporary file renamed over
+// it. "" on success, else the reason.
+std::string write_text(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return "cannot create its directory: " + ec.message();
+  const std::string tmp = path + ".tmp" + std::to_string(static_cast<long>(getpid()));
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return std::string("cannot write it: ") + std::strerror(errno);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) {
+    std::remove(tmp.c_str());
+    return "cannot write it";
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return std::string("cannot rename it: ") + std::strerror(errno);
+  }
+  return "";
+}
+
 struct LevelChoice {
-  SimdLevel level;
+  SimdLevel level;  // the ceiling: highest level the CPU, UBATCH_SIMD and the self-checks allow
   std::string why;
+  MatmulLevels levels;
 };
+
+// The plan: one level per shape class, the fastest measured of the usable levels (cached per
+// CPU model), unless UBATCH_KERNEL_TUNE=off or only one level is usable.
+void decide_plan(LevelChoice& c) {
+  MatmulLevels& m = c.levels;
+  m.ceiling = c.level;
+  m.plan = LevelPlan::uniform(c.level);
+  const std::vector<SimdLevel> usable = usable_levels(c.level);
+  const char* tune = std::getenv("UBATCH_KERNEL_TUNE");
+  const std::string mode = tune ? tune : "";
+  if (mode != "" && mode != "off" && mode != "measure")
+    std::fprintf(stderr, "ubatch: warning: UBATCH_KERNEL_TUNE=%s is not one of off, measure; ignored\n", tune);
+  if (mode == "off") {
+    m.source = "UBATCH_KERNEL_TUNE=off: the highest level for every shape";
+    return;
+  }
+  if (usable.size() == 1) {
+    m.source = "the only level here";
+    return;
+  }
+  const std::string& key = level_cache_key();
+  const std::string path = level_cache_path(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"), key);
+  if (mode != "measure" && !path.empty()) {
+    std::vector<LevelTiming> cached;
+    if (parse_level_cache(read_text(path), key, &cached)) {
+      bool complete = true;
+      for (SimdLevel l : usable) {
+        bool found = false;
+        for (const LevelTiming& t : cached) found = found || t.level == l;
+        complete = complete && found;
+      }
+      if (complete) {
+        m.timings = cached;
+        m.plan = choose_level_plan(cached, c.level);
+        m.source = "measured earlier on this CPU model (" + path + ")";
+        return;
+      }
+    }
+  }
+  double spent = 0;
+  m.timings = measure_levels(usable, &spent);
+  m.plan = choose_level_plan(m.timings, c.level);
+  char took[64];
+  std::snprintf(took, sizeof took, "measured now in %.0f ms", 1000.0 * spent);
+  m.source = took;
+  // Only an uncapped measurement of every level this CPU runs is worth keeping.
+  const bool capped = std::string(simd_level_reason()).rfind("capped by", 0) == 0;
+  if (path.empty()) {
+    m.source += "; not cached: neither XDG_CACHE_HOME nor HOME is set";
+  } else if (capped) {
+    m.source += "; not cached: UBATCH_SIMD caps the levels";
+  } else if (const std::string err = write_text(path, format_level_cache(key, m.timings)); !err.empty()) {
+    m.source += "; not cached: " + path + ": " + err;
+  } else {
+    m.source += ", cached in " + path;
+  }
+}
+
 const LevelChoice& level_choice() {
   static const LevelChoice choice = [] {
-    LevelChoice c{simd_level(), ""};
+    LevelChoice c{simd_level(), "", {}};
 #if defined(UBATCH_X86_KERNELS)
     if (c.level == SimdLevel::Avx512 && !cpu_features().avx512_vnni) {
       c.level = SimdLevel::Avx2;
@@ -238,6 +341,7 @@ const LevelChoice& level_choice() {
       c.level = SimdLevel::Avx512;
     }
 #endif
+    decide_plan(c);
     return c;
   }();
   return choice;
@@ -259,7 +363,7 @@ const Backend* float_backend(SimdLevel level) {
 }
 }  // namespace
 
-SimdLevel matmul_level() { return level_choice().level; }
+SimdLevel matmul_level(int64_t n_tokens) { return level_choice().levels.plan.at(n_tokens); }
 
 void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64_t n_tokens,
                      float* y, ThreadPool& pool) {
@@ -306,13 +410,20 @@ bool amx_matmul_usable(std::string* why) {
 #endif
 }
 
+const MatmulLevels& matmul_levels() { return detail::level_choice().levels; }
+
+std::string describe_matmul_levels() {
+  const MatmulLevels& m = matmul_levels();
+  return describe_level_plan(m.plan) + " (" + m.source + ")";
+}
+
 SimdLevel matmul_simd_level(std::string* why) {
   if (why) *why = detail::level_choice().why;
   return detail::level_choice().level;
 }
 
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  detail::matmul_at_level(detail::matmul_level(), w, x, n_tokens, y, pool);
+  detail::matmul_at_level(detail::matmul_level(n_tokens), w, x, n_tokens, y, pool);
 }
 
 void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const float* x,
@@ -329,7 +440,7 @@ void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const fl
     for (int i = 0; i < n; ++i) matmul(*ws[i], x, n_tokens, ys[i], pool);
     return;
   }
-  detail::matmul_packed_multi(detail::matmul_level(), pws, ys, n, x, n_tokens, pool);
+  detail::matmul_packed_multi(detail::matmul_level(n_tokens), pws, ys, n, x, n_tokens, pool);
 }
 
 void matmul_reference(const WeightView& w, const float* x, int64_t n_tokens, float* y) {

@@ -18,9 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/tensor_type.h"
 #include "kernels/cpu_features.h"
+#include "kernels/level_plan.h"
 #include "kernels/thread_pool.h"
 
 namespace ubatch::kernels {
@@ -41,10 +43,33 @@ struct WeightView {
 // True when matmul supports weights of type t (every type dequantize_row supports).
 bool can_matmul(TensorType t);
 
-// The SIMD level matmul runs at on this machine: simd_level(), lowered to AVX2 when AVX-512
-// lacks VNNI and to AVX-512 when the AMX self-check fails (gemm_internal.h); `why` (when
-// given) receives the reason for such a lowering, or "". Decided once per process.
+// The highest SIMD level matmul may run at on this machine: simd_level(), lowered to AVX2 when
+// AVX-512 lacks VNNI and to AVX-512 when the AMX self-check fails (gemm_internal.h); `why`
+// (when given) receives the reason for such a lowering, or "". Decided once per process. Each
+// call runs at the level matmul_levels() plans for its shape, at most this one.
 SimdLevel matmul_simd_level(std::string* why = nullptr);
+
+// The level matmul runs at per shape class (level_plan.h: decode 1-2 rows, small batch 3-64,
+// prefill 65+), decided once per process, on first use:
+//   - the fastest of the usable levels up to matmul_simd_level(), each having passed its
+//     self-check (bit-identical to the scalar level on the probe products), as measured by
+//     level_probe.cpp on this CPU model; the timings are cached in a small file
+//     (level_cache_path: $XDG_CACHE_HOME/ubatch/, else ~/.cache/ubatch/) and measured again
+//     only when it is missing, for another CPU model or build, or lacks a usable level;
+//   - matmul_simd_level() for every class when only one level is usable, or when the
+//     environment sets UBATCH_KERNEL_TUNE=off (UBATCH_KERNEL_TUNE=measure ignores the cache
+//     and measures again; other values: a warning, then the default).
+// All levels give the same bits, so the plan changes speed only.
+struct MatmulLevels {
+  SimdLevel ceiling = SimdLevel::Scalar;  // matmul_simd_level()
+  LevelPlan plan;
+  std::string source;                // how the plan was decided, for logs ("measured now in 31 ms, cached in ...")
+  std::vector<LevelTiming> timings;  // what the choice was made from; empty when nothing was measured
+};
+const MatmulLevels& matmul_levels();
+
+// "decode avx2, small-batch avx2, prefill avx2 (measured earlier on this CPU model (PATH))".
+std::string describe_matmul_levels();
 
 // True when the AMX tile path may run on this machine: amx_available() and the start-up
 // self-check (a forked child bit-compares AMX with AVX-512) passed; otherwise why gets the

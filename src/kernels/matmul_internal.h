@@ -63,7 +63,8 @@ void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64
 constexpr int kMaxMulti = 4;
 void matmul_packed_multi(SimdLevel level, const PackedWeight* const* ws, float* const* ys, int n,
                          const float* x, int64_t n_tokens, ThreadPool& pool);
-// The level matmul() uses on this machine (see matmul_simd_level in matmul.h).
-SimdLevel matmul_level();
+// The level matmul() uses on this machine for a call with n_tokens rows (the plan of
+// matmul_levels() in matmul.h).
+SimdLevel matmul_level(int64_t n_tokens);
 
 }  // namespace ubatch::kernels::detail

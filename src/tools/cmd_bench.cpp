@@ -77,6 +77,12 @@ bool probe_machine(const BenchCliOptions& o, const std::set<int64_t>& thread_cou
   std::string lowered;
   m.simd = kernels::simd_level_name(kernels::matmul_simd_level(&lowered));
   m.simd_reason = lowered.empty() ? kernels::simd_level_reason() : lowered;
+  const kernels::MatmulLevels& levels = kernels::matmul_levels();
+  m.matmul_levels = kernels::describe_level_plan(levels.plan);
+  m.matmul_levels_source = levels.source;
+  for (int c = 0; c < kernels::kShapeClasses; ++c)
+    m.matmul_level_by_class.emplace_back(kernels::shape_class_name(static_cast<kernels::ShapeClass>(c)),
+                                         kernels::simd_level_name(levels.plan.level[c]));
   if (o.bw_gbps > 0) {
     m.bandwidth.gbps = o.bw_gbps;
     m.bandwidth_given = true;
@@ -279,7 +285,15 @@ int run_bench(const BenchCliOptions& o) {
       Result<BenchResult> r = run_test(**ctx, cfg, t, bo);
       if (!ok_or_print(r)) return 1;
       apply_roofline(r.value(), report.model.cost, m.bandwidth.gbps, m.peak_for(r->n_threads));
-      apply_int8_roofline(r.value(), m.int8_peaks_for(r->n_threads), kernels::matmul_simd_level() == kernels::SimdLevel::Amx);
+      const kernels::LevelPlan& plan = kernels::matmul_levels().plan;
+      // Rows per matmul: a prompt ubatch (the layers' matrices; the output projection of a
+      // prompt has one row per sequence), a generation step's B rows.
+      const int64_t prompt_rows = std::min<int64_t>(r->n_ubatch, int64_t{t.n_prompt} * t.n_seq);
+      const std::string phase_class[2] = {kernels::shape_class_name(kernels::shape_class(prompt_rows)),
+                                          kernels::shape_class_name(kernels::shape_class(t.n_seq))};
+      if (t.n_prompt > 0) r->prompt_level = phase_class[0] + " " + kernels::simd_level_name(plan.at(prompt_rows));
+      if (t.n_gen > 0) r->gen_level = phase_class[1] + " " + kernels::simd_level_name(plan.at(t.n_seq));
+      apply_int8_roofline(r.value(), m.int8_peaks_for(r->n_threads), plan.at(prompt_rows) == kernels::SimdLevel::Amx);
       report.results.push_back(std::move(r.value()));
     }
   }

@@ -158,10 +158,10 @@ std::string perf_weights_line(const Model& model) {
       rss = fmt::format("{:.1f} MiB", static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0);
     std::fclose(f);
   }
-  return fmt::format("perf: weights         {:.1f} MiB in the file, {:.1f} MiB packed for the kernels (matmul level {}); resident set {}\n",
+  return fmt::format("perf: weights         {:.1f} MiB in the file, {:.1f} MiB packed for the kernels; resident set {}\n"
+                     "perf: matmul levels   {}\n",
                      static_cast<double>(model.weight_bytes()) / 1048576.0,
-                     static_cast<double>(model.packed_bytes()) / 1048576.0,
-                     kernels::simd_level_name(kernels::matmul_simd_level()), rss);
+                     static_cast<double>(model.packed_bytes()) / 1048576.0, rss, kernels::describe_matmul_levels());
 }
 
 std::vector<std::string> machine_lines(int32_t requested_threads) {
@@ -193,6 +193,7 @@ std::vector<std::string> machine_lines(int32_t requested_threads) {
   const std::string why = !lowered.empty() ? lowered : kernels::simd_level_reason();
   out.push_back(fmt::format("cpu features: {}; kernel level: {}{}", features.empty() ? "none the kernels use" : features,
                             kernels::simd_level_name(level), why.empty() ? "" : " (" + why + ")"));
+  out.push_back("matmul levels: " + kernels::describe_matmul_levels());
   return out;
 }
 
