@@ -14,6 +14,7 @@
 #include "server/completion_response.h"
 #include "server/errors.h"
 #include "server/json_request.h"
+#include "server/model_route.h"
 #include "server/sse.h"
 #include "grammar/grammar_cache.h"
 #include "server/structured_output.h"
@@ -71,18 +72,19 @@ std::optional<ApiError> deadline_outcome(const sched::Event& done, const std::ve
 // pump); the stream's notifier (an Exchange::waker) holds it weakly.
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
-  CompletionJob(ServerState& state, sched::Engine& engine, const Tokenizer& tok, const ParsedRequest& parsed,
+  CompletionJob(ServerState& state, ModelRegistry::Lease model, const ParsedRequest& parsed,
                 std::shared_ptr<sched::Stream> stream, ResponseMeta meta, std::shared_ptr<http::Exchange> ex)
       : state_(state),
-        engine_(engine),
+        model_(std::move(model)),
+        engine_(*model_->engine),
         ex_(std::move(ex)),
         stream_(std::move(stream)),
         streaming_(parsed.stream),
         n_(parsed.request.n),
         chat_(parsed.endpoint == Endpoint::ChatCompletions),
         include_usage_(parsed.include_usage),
-        acc_(meta, parsed.request.n, tok),
-        builder_(std::move(meta), parsed.request.n, tok, parsed.include_usage) {}
+        acc_(meta, parsed.request.n, *model_->tokenizer),
+        builder_(std::move(meta), parsed.request.n, *model_->tokenizer, parsed.include_usage) {}
 
   ~CompletionJob() {
     if (stream_started_ && !stream_counted_out_) state_.counters.streams_active--;
@@ -263,6 +265,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   }
 
   ServerState& state_;
+  ModelRegistry::Lease model_;  // keeps the model loaded while the job lives
   sched::Engine& engine_;
   std::shared_ptr<http::Exchange> ex_;
   std::shared_ptr<sched::Stream> stream_;
@@ -281,7 +284,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   bool over_ = false;  // answered, aborted, or Done seen: no more events are handled
 };
 
-void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex) {
+// The request once its model is held (model_route.h): on the exchange's strand.
+void handle_with(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex, const json& body,
+                 ModelRegistry::Lease lease) {
   const http::Request& req = ex->request();
   http::Response res;
   // Every early answer is an error in `res`: sent when leaving (an exception leaves it to
@@ -295,15 +300,12 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
     }
   } answer{ex, res};
   if (state.draining) return send_error(res, unavailable("the server is shutting down", kDrainingRetryAfterS));
-  const Backend* b = state.backend.load();
-  if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
+  const Backend* b = lease.get();
   if (b->engine->model_pooling() != sched::Pooling::None)  // the file says: an embedding model
     return send_error(res, invalid_request("this model is an embedding model (its file sets a pooling type): it "
                                            "serves /v1/embeddings, not completions", "model", "model_not_supported"));
   if (endpoint == Endpoint::ChatCompletions && !b->chat)
     return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
-  json body;
-  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
   nlohmann::ordered_json ordered;  // chat: tool schemas keep their property order
   if (endpoint == Endpoint::ChatCompletions) ordered = nlohmann::ordered_json::parse(req.body);
   const ChatSetup setup{b->chat.get(), &ordered};
@@ -345,9 +347,11 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
 
   ResponseMeta meta;
   meta.endpoint = endpoint;
-  meta.id = fmt::format("{}-{}{:x}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", state.id_salt, id);
+  // Engine ids restart with each model's engine: the response id counts server-wide.
+  meta.id = fmt::format("{}-{}{:x}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", state.id_salt,
+                        ++state.response_seq);
   meta.created = static_cast<int64_t>(std::time(nullptr));
-  meta.model = state.config.model_name;
+  meta.model = b->name;
   meta.logprobs = parsed.logprobs;
   if (parsed.tool_format) {
     meta.tool_format = parsed.tool_format;
@@ -357,9 +361,23 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
     meta.tool_special_text = parsed.tool_gbnf.empty();
   }
   answer.pending = false;
-  auto job = std::make_shared<CompletionJob>(state, *b->engine, *b->tokenizer, parsed, std::move(sub.stream),
-                                             std::move(meta), ex);
+  auto job = std::make_shared<CompletionJob>(state, std::move(lease), parsed, std::move(sub.stream), std::move(meta), ex);
   job->start();
+}
+
+void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex) {
+  auto fail = [&ex](const ApiError& e) {
+    http::Response res;
+    send_error(res, e);
+    ex->respond(std::move(res));
+  };
+  if (state.draining) return fail(unavailable("the server is shutting down", kDrainingRetryAfterS));
+  auto body = std::make_shared<json>();
+  if (auto e = parse_json_body(ex->request().body, *body)) return fail(*e);
+  const RequestKind kind = endpoint == Endpoint::ChatCompletions ? RequestKind::Chat : RequestKind::Completion;
+  with_model(state, ex, *body, kind, [&state, endpoint, ex, body](ModelRegistry::Lease lease) {
+    handle_with(state, endpoint, ex, *body, std::move(lease));
+  });
 }
 
 }  // namespace
