@@ -220,7 +220,9 @@ inline StreamResult post_stream(int port, const std::string& path, const json& b
 }
 
 // Prometheus text → {"name{labels}": value}; fails the test on lines that do not parse or
-// samples whose metric has no # TYPE line.
+// samples whose metric has no # TYPE line. A sample with a `model` label is also summed under
+// its name without that label ("ubatch_x{model=\"a\"}" → "ubatch_x" too): a test of one model
+// reads its engine's numbers as before.
 inline std::map<std::string, double> parse_prometheus(const std::string& text) {
   std::map<std::string, double> out;
   std::map<std::string, std::string> types;
@@ -258,6 +260,10 @@ inline std::map<std::string, double> parse_prometheus(const std::string& text) {
     const double v = std::strtod(value.c_str(), &end);
     if (end != value.c_str() + value.size()) ADD_FAILURE() << "bad value in: " << line;
     out[name + std::string(m[2])] = v;
+    static const std::regex model_label(R"(model="[^"\\]*",?)");
+    std::string rest = std::regex_replace(std::string(m[3]), model_label, "");
+    if (!rest.empty() && rest.back() == ',') rest.pop_back();
+    if (rest != std::string(m[3])) out[name + (rest.empty() ? "" : "{" + rest + "}")] += v;
   }
   return out;
 }

@@ -213,6 +213,7 @@ void ModelRegistry::stop() {
   cv_.notify_all();
   call_all(calls);
   if (thread_.joinable()) thread_.join();
+  if (load_thread_.joinable()) load_thread_.join();
 }
 
 void ModelRegistry::call_all(Calls& calls) {
@@ -311,13 +312,24 @@ void ModelRegistry::loader_loop() {
       if (!next && e.state == ModelState::Unloaded && !e.waiters.empty()) next = i;
     }
     std::vector<std::unique_ptr<LoadedModel>> gone;
-    if (next && make_room_locked(*next, gone)) {
+    if (next && !load_running_ && make_room_locked(*next, gone)) {
+      // One load at a time, on its own thread: this one goes on timing out waiters meanwhile.
       entries_[*next].state = ModelState::Loading;
+      load_running_ = true;
       lock.unlock();
       call_all(calls);
       gone.clear();  // stops the unloaded engines (their requests are over: they were idle)
-      load_unlocked(*next, calls);
-      call_all(calls);
+      if (load_thread_.joinable()) load_thread_.join();
+      load_thread_ = std::thread([this, index = *next] {
+        Calls done;
+        load_unlocked(index, done);
+        call_all(done);
+        {
+          std::lock_guard<std::mutex> guard(mutex_);
+          load_running_ = false;
+        }
+        cv_.notify_all();
+      });
       lock.lock();
       continue;
     }

@@ -162,7 +162,9 @@ class ModelRegistry {
   uint64_t tick_ = 0;
   bool stopping_ = false;
   bool preloaded_ = false;
-  std::thread thread_;
+  bool load_running_ = false;  // load_thread_ is loading a model
+  std::thread thread_;         // the loader: picks what to load, makes room, times waiters out
+  std::thread load_thread_;    // the load under way (joined before the next one starts)
 };
 
 }  // namespace ubatch::server

@@ -52,12 +52,17 @@ def wait_for(fn, timeout, what, interval=0.1):
 
 
 def metric(base_url, key, name):
+    """The sum of `name` over the models served (engine series carry a model label)."""
     req = urllib.request.Request(base_url + "/metrics", headers={"Authorization": f"Bearer {key}"})
+    total, seen = 0.0, False
     with urllib.request.urlopen(req, timeout=30) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
+            if line.startswith(name + " ") or line.startswith(name + '{model="'):
+                total += float(line.split()[-1])
+                seen = True
+    if not seen:
+        raise AssertionError(f"{name} not in /metrics")
+    return total
 
 
 def start_browser(args):
