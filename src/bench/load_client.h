@@ -46,6 +46,11 @@ Status validate(const EndpointConfig& cfg);
 
 struct RequestSpec {
   int64_t index = 0;
+  // A class of a mix (--mix; load_mix.h): its own endpoint and model ("" : the config's) and
+  // its label ("" : no mix). The embeddings endpoint is answered in one JSON body, not a stream.
+  std::string endpoint;
+  std::string model;
+  std::string kind;
   std::string prompt;
   int32_t max_tokens = 16;
   bool urgent = false;       // of the urgent class (RequestMix's UrgentClass)
@@ -53,8 +58,13 @@ struct RequestSpec {
   int64_t deadline_ms = 0;   // > 0: sent as "deadline_ms" (extension)
 };
 
+// The endpoint a spec goes to: its own, else the config's.
+const std::string& spec_endpoint(const EndpointConfig& cfg, const RequestSpec& spec);
+// True for /v1/embeddings (and /embeddings): one JSON answer, no stream.
+bool is_embeddings(const std::string& endpoint);
+
 // The JSON body for spec (prompt, or messages [{"role": "user", "content": prompt}] for the
-// chat endpoint; priority and deadline_ms when set).
+// chat endpoint, or {"input": prompt} for embeddings; priority and deadline_ms when set).
 nlohmann::json request_body(const EndpointConfig& cfg, const RequestSpec& spec);
 
 // What one chunk of an OpenAI stream says.
@@ -72,6 +82,7 @@ bool parse_stream_chunk(std::string_view data, StreamChunk& chunk);
 
 struct RequestResult {
   int64_t index = 0;
+  std::string kind;          // the spec's mix class ("" : no mix)
   double t_start_s = 0;      // when it was sent, seconds from the start of the run
   bool ok = false;
   int status = 0;            // HTTP status; 0: no response
@@ -137,6 +148,8 @@ class HttpStreamClient {
   RequestResult send(const RequestSpec& spec, std::chrono::steady_clock::time_point t_run);
 
   // GET path; returns the HTTP status (0 when no response).
+  // GET path: the status (0: no response) and the body in *body.
+  int get(const std::string& path, std::string* body);
   int get_status(const std::string& path);
 
  private:

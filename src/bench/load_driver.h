@@ -24,6 +24,7 @@
 
 #include "bench/load_classes.h"
 #include "bench/load_client.h"
+#include "bench/load_mix.h"
 #include "bench/prompts.h"
 #include "bench/stats.h"
 #include "common/status.h"
@@ -71,6 +72,10 @@ struct LoadReport {
   bool has_classes = false;
   ClassReport urgent, normal;
   int64_t n_lost = 0;  // ended with neither a response nor a deadline outcome
+  // A mix of kinds (--mix; load_mix.h): each kind's outcome, and each model's busy seconds
+  // during the run as the server's /metrics counted them (empty when not read).
+  std::map<std::string, ClassReport> kinds;
+  std::map<std::string, double> model_busy_s;
   std::vector<RequestResult> requests;  // every finished request, in completion order
 };
 

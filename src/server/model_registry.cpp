@@ -136,7 +136,7 @@ void ModelRegistry::acquire(size_t index, Clock::time_point give_up, Callback do
     if (stopping_) {
       a.failure = Failure::ShuttingDown;
       a.message = "the server is shutting down";
-    } else if (e.state == ModelState::Loaded) {
+    } else if (e.state == ModelState::Loaded && !e.unload_wanted) {
       a.backend = lease_locked(index);
     } else if (!loader_) {
       a.failure = Failure::NotLoaded;
@@ -310,9 +310,20 @@ void ModelRegistry::loader_loop() {
       e.waiters.erase(expired, e.waiters.end());
       for (const Waiter& w : e.waiters) wake = std::min(wake, w.give_up);
       if (!next && e.state == ModelState::Unloaded && !e.waiters.empty()) next = i;
+      e.unload_wanted = false;  // decided again below, by make_room_locked
     }
     std::vector<std::unique_ptr<LoadedModel>> gone;
-    if (next && !load_running_ && make_room_locked(*next, gone)) {
+    const bool room = next && !load_running_ && make_room_locked(*next, gone);
+    // A loaded model takes new requests unless a load waits for its room: then they wait for
+    // it to be unloaded and loaded again, so that its requests drain and the other model gets
+    // its turn (no model starves another under a budget that holds one of them).
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      Entry& e = entries_[i];
+      if (e.state != ModelState::Loaded || e.unload_wanted || e.waiters.empty()) continue;
+      for (Waiter& w : e.waiters) calls.emplace_back(std::move(w.done), Acquired{lease_locked(i), Failure::None, ""});
+      e.waiters.clear();
+    }
+    if (room) {
       // One load at a time, on its own thread: this one goes on timing out waiters meanwhile.
       entries_[*next].state = ModelState::Loading;
       load_running_ = true;

@@ -23,6 +23,7 @@ struct LoadCliOptions {
   std::string prompts_file;
   std::string sweep;
   std::string json_out, svg_out;
+  std::string mix;  // --mix (load_mix.h)
   bench::UrgentClass urgent;
   bench::SharedPrefixes prefixes;
   bool quiet = false;
@@ -39,7 +40,8 @@ nlohmann::json config_json(const LoadCliOptions& o) {
           {"ignore_eos", c.endpoint.ignore_eos},
           {"urgent_share", o.urgent.share},  {"urgent_priority", o.urgent.priority},
           {"urgent_deadline_ms", o.urgent.deadline_ms},
-          {"shared_prefixes", o.prefixes.count},  {"prefix_tokens", o.prefixes.words}};
+          {"shared_prefixes", o.prefixes.count},  {"prefix_tokens", o.prefixes.words},
+          {"mix", o.mix}};
 }
 
 int run_load_cmd(LoadCliOptions o) {
@@ -66,16 +68,29 @@ int run_load_cmd(LoadCliOptions o) {
   }
   if (Status s = validate(o.cfg); !s) return fmt::print(stderr, "error: {}\n", s.message()), 1;
 
-  const RequestMix mix(o.cfg.seed, pt.value(), mt.value(), std::move(prompts), o.urgent, o.prefixes);
+  RequestMix mix(o.cfg.seed, pt.value(), mt.value(), std::move(prompts), o.urgent, o.prefixes);
+  if (!o.mix.empty()) {
+    auto classes = parse_mix(o.mix);
+    if (!classes) return fmt::print(stderr, "error: {}\n", classes.message()), 1;
+    mix.set_classes(std::move(classes.value()));
+  }
+  // With a mix, each model's busy time comes from the server's /metrics before and after.
+  auto scrape = [&o] {
+    std::string text;
+    HttpStreamClient c(o.cfg.endpoint);
+    return c.get("/metrics", &text) == 200 ? text : std::string();
+  };
   ProgressBar bar(!o.quiet);
   std::vector<LoadReport> reports;
   for (int64_t users : users_list) {
     LoadConfig cfg = o.cfg;
     cfg.users = static_cast<int32_t>(users);
     const std::string label = o.cfg.rate > 0 ? fmt::format("rate {}", cfg.rate) : fmt::format("users {}", users);
+    const std::string before = mix.has_kinds() ? scrape() : std::string();
     Result<LoadReport> r = run_load(cfg, mix, [&](const Progress& p) { bar.update(p, label); });
     bar.finish();
     if (!r) return fmt::print(stderr, "error: {}\n", r.message()), 1;
+    if (mix.has_kinds()) r->model_busy_s = busy_seconds_delta(before, scrape());
     if (!o.quiet || users_list.size() == 1) fmt::print("{}", format_text(r.value()));
     reports.push_back(std::move(r.value()));
   }
@@ -124,6 +139,10 @@ std::function<int()> setup_load(CLI::App& sub) {
   sub.add_option("--url", c.endpoint.url, "server base URL")->capture_default_str();
   sub.add_option("--endpoint", c.endpoint.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
   sub.add_option("--model", c.endpoint.model, "\"model\" field of the requests (default: omitted)");
+  sub.add_option("--mix", o->mix,
+                 "a mix of request kinds, each request drawn by weight: KIND[@MODEL][:WEIGHT],... with KIND chat, "
+                 "completion or embedding (e.g. chat@smollm2-135m-instruct-q4_1:2,completion@gemma-3-270m-q4_k_m:1,"
+                 "embedding@gemma-3-270m-q4_k_m:1); reports each kind and each model's busy share (from /metrics)");
   sub.add_option("--api-key", c.endpoint.api_key, "sent as Authorization: Bearer KEY");
   sub.add_option("--users", c.users, "closed loop: concurrent users")->capture_default_str()->check(CLI::Range(1, 100000));
   sub.add_option("--rate", c.rate, "open loop: Poisson arrivals per second (overrides --users)")

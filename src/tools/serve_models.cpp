@@ -115,6 +115,8 @@ Result<server::ModelInfo> probe_model(const ModelFile& file, const ModelOptions&
 }
 
 server::ModelLoader make_model_loader(ModelOptions o, sched::EngineConfig engine) {
+  // Every model's engine takes its steps in turn with the others (sched/step_gate.h).
+  if (!engine.step_gate) engine.step_gate = std::make_shared<sched::StepGate>();
   return [o, engine](const server::ModelInfo& info) -> Result<std::unique_ptr<server::LoadedModel>> {
     ModelOptions mo = o;
     mo.model = info.path;

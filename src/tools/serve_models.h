@@ -37,7 +37,9 @@ Result<std::vector<ModelFile>> collect_model_files(std::vector<ModelFile> files,
 Result<server::ModelInfo> probe_model(const ModelFile& file, const ModelOptions& o);
 
 // Loads a model for the registry: model, tokenizer, context (with `o`, n_ctx as probed) and an
-// engine with `engine`; the grammar vocabulary warms up in the background.
+// engine with `engine`; the grammar vocabulary warms up in the background. Every engine it
+// makes shares one sched::StepGate (its own unless engine.step_gate is set): the models with
+// work take turns step by step, each step on all compute threads.
 server::ModelLoader make_model_loader(ModelOptions o, sched::EngineConfig engine);
 
 }  // namespace ubatch::tools

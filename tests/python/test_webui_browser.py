@@ -109,10 +109,10 @@ def main():
         driver.find_element(By.ID, "key-input").send_keys(args.api_key)
         driver.find_element(By.ID, "key-save").click()
         check(js("return localStorage.getItem('ubatch.apiKey')") == args.api_key, "key not kept in localStorage")
-        wait_for(lambda: driver.find_element(By.ID, "model-name").text, 15, "the model name")
+        wait_for(lambda: driver.find_element(By.ID, "model-select").text, 15, "the model selector")
         # A reload finds the key in storage: no dialog.
         driver.refresh()
-        wait_for(lambda: driver.find_element(By.ID, "model-name").text, 15, "the model name after a reload")
+        wait_for(lambda: driver.find_element(By.ID, "model-select").text, 15, "the model selector after a reload")
         check(not js("return document.getElementById('key-dialog').open"), "the key was asked again after a reload")
         errors = [e for e in logs() if e["level"] == "SEVERE"]
         check(not errors, f"console errors: {errors}")

@@ -3,6 +3,7 @@
 // tiles, charts, counters, settings and the table of active requests.
 import { apiFetch, readEvents, ApiError } from "./api.js";
 import { cssColor, drawBatchChart, drawLines, drawStackedArea } from "./charts.js";
+import { onModelChange, selectedModel } from "./models.js";
 
 const WINDOW_MS = 60000;
 const $ = (id) => document.getElementById(id);
@@ -243,7 +244,8 @@ async function streamLoop() {
     state.controller = new AbortController();
     const signal = state.controller.signal;
     try {
-      const res = await apiFetch("/v1/dashboard/events?interval_ms=250", { signal, headers: { Accept: "text/event-stream" } });
+      const model = selectedModel() ? `&model=${encodeURIComponent(selectedModel())}` : "";
+      const res = await apiFetch(`/v1/dashboard/events?interval_ms=250${model}`, { signal, headers: { Accept: "text/event-stream" } });
       setConn("live", "live");
       backoff = 500;
       for await (const ev of readEvents(res, signal)) if (ev.event === "snapshot") onSnapshot(JSON.parse(ev.data));
@@ -285,6 +287,7 @@ export function setDashboardVisible(visible) {
 }
 
 export function initDashboard() {
+  onModelChange(() => restartDashboard());
   window.addEventListener("resize", () => {
     if (state.visible) render();
   });
