@@ -8,9 +8,9 @@
 
 #include <atomic>
 
-#include "bench/load_driver.h"
-#include "bench/load_mix.h"
-#include "bench/prompts.h"
+#include "loadgen/load_driver.h"
+#include "loadgen/load_mix.h"
+#include "loadgen/prompts.h"
 
 namespace ubatch::test {
 namespace {
@@ -303,17 +303,17 @@ void run_mix(uint64_t budget) {
   o.budget = budget;
   auto s = serve_two(o);
   ASSERT_TRUE(s);
-  bench::LoadConfig cfg;
+  loadgen::LoadConfig cfg;
   cfg.endpoint.url = "http://127.0.0.1:" + std::to_string(s->port);
   cfg.endpoint.timeout_s = 120;
   cfg.users = 4;
   cfg.n_requests = 48;
-  bench::RequestMix mix(7, {4, 24}, {2, 8});
-  Result<std::vector<bench::MixClass>> classes = bench::parse_mix("chat@gemma:2,completion@llama:1,embedding@llama:1");
+  loadgen::RequestMix mix(7, {4, 24}, {2, 8});
+  Result<std::vector<loadgen::MixClass>> classes = loadgen::parse_mix("chat@gemma:2,completion@llama:1,embedding@llama:1");
   ASSERT_TRUE(classes) << classes.message();
   mix.set_classes(classes.value());
   const std::string before = get(s->port, "/metrics").body;
-  Result<bench::LoadReport> r = bench::run_load(cfg, mix);
+  Result<loadgen::LoadReport> r = loadgen::run_load(cfg, mix);
   ASSERT_TRUE(r) << r.message();
   for (const auto& [kind, example] : r->error_examples) ADD_FAILURE() << kind << ": " << example;
   EXPECT_EQ(r->n_errors, 0);
@@ -331,7 +331,7 @@ void run_mix(uint64_t budget) {
     return;
   }
   // Each model ran its own kinds: busy time for both.
-  const std::map<std::string, double> busy = bench::busy_seconds_delta(before, get(s->port, "/metrics").body);
+  const std::map<std::string, double> busy = loadgen::busy_seconds_delta(before, get(s->port, "/metrics").body);
   EXPECT_GT(busy.count("llama") ? busy.at("llama") : 0.0, 0.0);
   EXPECT_GT(busy.count("gemma") ? busy.at("gemma") : 0.0, 0.0);
 }
@@ -347,7 +347,7 @@ TEST(ServerModels, LoadMixUnderAOneModelBudget) {
 }
 
 TEST(ServerModels, ParsesTheMix) {
-  Result<std::vector<bench::MixClass>> m = bench::parse_mix("chat@a:2,completion,embedding@b:0.5");
+  Result<std::vector<loadgen::MixClass>> m = loadgen::parse_mix("chat@a:2,completion,embedding@b:0.5");
   ASSERT_TRUE(m) << m.message();
   ASSERT_EQ(m->size(), 3u);
   EXPECT_EQ((*m)[0].endpoint, "/v1/chat/completions");
@@ -356,13 +356,13 @@ TEST(ServerModels, ParsesTheMix) {
   EXPECT_EQ((*m)[1].label(), "completion");
   EXPECT_EQ((*m)[2].endpoint, "/v1/embeddings");
   EXPECT_EQ((*m)[2].weight, 0.5);
-  for (const char* bad : {"", "chat:0", "chat:x", "image@a", "chat@a:-1"}) EXPECT_FALSE(bench::parse_mix(bad)) << bad;
+  for (const char* bad : {"", "chat:0", "chat:x", "image@a", "chat@a:-1"}) EXPECT_FALSE(loadgen::parse_mix(bad)) << bad;
   // The draw follows the weights (a seeded function of the index).
   std::map<std::string, int> n;
-  for (int64_t i = 0; i < 4000; ++i) n[bench::pick_class(*m, 1, i).label()]++;
+  for (int64_t i = 0; i < 4000; ++i) n[loadgen::pick_class(*m, 1, i).label()]++;
   EXPECT_NEAR(n["chat@a"] / 4000.0, 2 / 3.5, 0.03);
   EXPECT_NEAR(n["embedding@b"] / 4000.0, 0.5 / 3.5, 0.03);
-  EXPECT_EQ(bench::pick_class(*m, 1, 17).label(), bench::pick_class(*m, 1, 17).label());
+  EXPECT_EQ(loadgen::pick_class(*m, 1, 17).label(), loadgen::pick_class(*m, 1, 17).label());
 }
 
 // `ubatch serve` refuses, at start-up, a model that can never fit --models-memory.

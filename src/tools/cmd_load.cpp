@@ -1,36 +1,36 @@
 // `ubatch load`: a load generator for any OpenAI-compatible endpoint — closed loop (--users)
 // or open loop (--rate, Poisson), synthetic or JSONL prompts, streaming with per-token
 // timing; TTFT, ITL, TPOT, end-to-end latency percentiles, throughput, errors by kind;
-// --json / --svg results and a --sweep over user counts. Logic in bench/load_driver.h;
+// --json / --svg results and a --sweep over user counts. Logic in loadgen/load_driver.h;
 // usage in docs/BENCH_TOOLS.md.
 #include <fmt/format.h>
 
 #include "bench/args.h"
-#include "bench/load_driver.h"
-#include "bench/load_plots.h"
-#include "bench/progress.h"
-#include "bench/prompts.h"
-#include "bench/svg.h"
+#include "loadgen/load_driver.h"
+#include "loadgen/load_plots.h"
+#include "loadgen/progress.h"
+#include "loadgen/prompts.h"
+#include "loadgen/svg.h"
 #include "tools/command.h"
 
 namespace ubatch::tools {
 namespace {
 
 struct LoadCliOptions {
-  bench::LoadConfig cfg;
+  loadgen::LoadConfig cfg;
   std::string prompt_tokens = "32:256";
   std::string max_tokens = "16:128";
   std::string prompts_file;
   std::string sweep;
   std::string json_out, svg_out;
   std::string mix;  // --mix (load_mix.h)
-  bench::UrgentClass urgent;
-  bench::SharedPrefixes prefixes;
+  loadgen::UrgentClass urgent;
+  loadgen::SharedPrefixes prefixes;
   bool quiet = false;
 };
 
 nlohmann::json config_json(const LoadCliOptions& o) {
-  const bench::LoadConfig& c = o.cfg;
+  const loadgen::LoadConfig& c = o.cfg;
   return {{"url", c.endpoint.url},           {"endpoint", c.endpoint.endpoint},
           {"model", c.endpoint.model},       {"users", c.users},
           {"rate", c.rate},                  {"think_ms", c.think_ms},
@@ -46,6 +46,7 @@ nlohmann::json config_json(const LoadCliOptions& o) {
 
 int run_load_cmd(LoadCliOptions o) {
   using namespace ubatch::bench;
+  using namespace ubatch::loadgen;
   if (o.cfg.duration_s <= 0 && o.cfg.n_requests <= 0) o.cfg.duration_s = 30;
   auto pt = parse_range(o.prompt_tokens, "--prompt-tokens", 1, 1 << 20);
   if (!pt) return fmt::print(stderr, "error: {}\n", pt.message()), 1;
@@ -135,7 +136,7 @@ int run_load_cmd(LoadCliOptions o) {
 
 std::function<int()> setup_load(CLI::App& sub) {
   auto o = std::make_shared<LoadCliOptions>();
-  bench::LoadConfig& c = o->cfg;
+  loadgen::LoadConfig& c = o->cfg;
   sub.add_option("--url", c.endpoint.url, "server base URL")->capture_default_str();
   sub.add_option("--endpoint", c.endpoint.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
   sub.add_option("--model", c.endpoint.model, "\"model\" field of the requests (default: omitted)");

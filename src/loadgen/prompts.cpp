@@ -1,4 +1,4 @@
-#include "bench/prompts.h"
+#include "loadgen/prompts.h"
 
 #include <fmt/format.h>
 #include <fstream>
@@ -6,7 +6,7 @@
 #include <random>
 #include <sstream>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 Result<std::vector<PromptEntry>> parse_prompts_jsonl(std::string_view text, const std::string& source) {
   std::vector<PromptEntry> out;
@@ -141,4 +141,4 @@ RequestSpec RequestMix::make(int64_t index) const {
   return s;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -22,14 +22,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/load_classes.h"
-#include "bench/load_client.h"
-#include "bench/load_mix.h"
-#include "bench/prompts.h"
+#include "loadgen/load_classes.h"
+#include "loadgen/load_client.h"
+#include "loadgen/load_mix.h"
+#include "loadgen/prompts.h"
 #include "bench/stats.h"
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 struct LoadConfig {
   EndpointConfig endpoint;
@@ -91,4 +91,4 @@ nlohmann::json to_json(const LoadReport& r, bool with_requests);
 // A few lines for the terminal.
 std::string format_text(const LoadReport& r);
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -13,11 +13,13 @@
 #include <vector>
 
 #include "bench/args.h"
-#include "bench/load_client.h"
-#include "bench/load_mix.h"
+#include "loadgen/load_client.h"
+#include "loadgen/load_mix.h"
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
+
+using bench::IntRange;
 
 struct PromptEntry {
   std::string prompt;
@@ -71,4 +73,4 @@ class RequestMix {
   std::vector<MixClass> classes_;
 };
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

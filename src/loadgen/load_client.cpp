@@ -1,12 +1,12 @@
-#include "bench/load_client.h"
+#include "loadgen/load_client.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "bench/http_client.h"
+#include "loadgen/http_client.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 using json = nlohmann::json;
 
@@ -307,4 +307,4 @@ int HttpStreamClient::get_status(const std::string& path) {
   return out.ok() ? reply.status : 0;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,11 +1,11 @@
-#include "bench/load_mix.h"
+#include "loadgen/load_mix.h"
 
 #include <random>
 #include <sstream>
 
 #include <fmt/format.h>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 Result<std::vector<MixClass>> parse_mix(const std::string& text) {
   std::vector<MixClass> out;
@@ -94,4 +94,4 @@ std::map<std::string, double> busy_seconds_delta(const std::string& before, cons
   return out;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

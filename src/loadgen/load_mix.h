@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/load_classes.h"
-#include "bench/load_client.h"
+#include "loadgen/load_classes.h"
+#include "loadgen/load_client.h"
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 struct MixClass {
   std::string kind;      // chat, completion, embedding
@@ -41,4 +41,4 @@ std::map<std::string, ClassReport> summarize_kinds(const std::vector<RequestResu
 // seconds: for a model absent before, or whose counter went back (reloaded), its value after.
 std::map<std::string, double> busy_seconds_delta(const std::string& before, const std::string& after);
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,4 +1,4 @@
-#include "bench/load_driver.h"
+#include "loadgen/load_driver.h"
 
 #include <atomic>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 using Clock = std::chrono::steady_clock;
 
@@ -299,4 +299,4 @@ std::string format_text(const LoadReport& r) {
   return s;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

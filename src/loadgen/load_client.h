@@ -2,7 +2,7 @@
 // /v1/chat/completions), timed token by token: the client side of `ubatch load`.
 //
 // The body asks for `stream: true` and `stream_options: {include_usage: true}`; the reply is
-// read as Server-Sent Events (bench/sse.h) as it arrives. Each event's JSON is an OpenAI
+// read as Server-Sent Events (loadgen/sse.h) as it arrives. Each event's JSON is an OpenAI
 // chunk: text in choices[0].text (completions) or choices[0].delta.content (chat); usage
 // {prompt_tokens, completion_tokens} in the final chunk when the server reports it; an
 // {"error": …} object for a failure mid-stream; the stream ends with "data: [DONE]".
@@ -23,10 +23,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/sse.h"
+#include "loadgen/sse.h"
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 struct EndpointConfig {
   std::string url = "http://127.0.0.1:8080";  // scheme://host[:port]
@@ -46,16 +46,16 @@ Status validate(const EndpointConfig& cfg);
 
 struct RequestSpec {
   int64_t index = 0;
-  // A class of a mix (--mix; load_mix.h): its own endpoint and model ("" : the config's) and
-  // its label ("" : no mix). The embeddings endpoint is answered in one JSON body, not a stream.
-  std::string endpoint;
-  std::string model;
-  std::string kind;
   std::string prompt;
   int32_t max_tokens = 16;
   bool urgent = false;       // of the urgent class (RequestMix's UrgentClass)
   int32_t priority = 0;      // != 0: sent as "priority" (extension)
   int64_t deadline_ms = 0;   // > 0: sent as "deadline_ms" (extension)
+  // A class of a mix (--mix; load_mix.h): its own endpoint and model ("" : the config's) and
+  // its label ("" : no mix). The embeddings endpoint is answered in one JSON body, not a stream.
+  std::string endpoint;
+  std::string model;
+  std::string kind;
 };
 
 // The endpoint a spec goes to: its own, else the config's.
@@ -157,4 +157,4 @@ class HttpStreamClient {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen
