@@ -6,6 +6,9 @@
 // model label of /metrics, and the start-up refusal of a model that can never fit.
 #include "test_server_fixture.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <atomic>
 
 #include "loadgen/load_driver.h"
@@ -227,9 +230,19 @@ TEST(ServerModels, LoadsOnDemandAndUnloadsTheLeastRecentlyUsed) {
     EXPECT_EQ(get(s->port, "/health").status, 200);
   }
   EXPECT_EQ(s->loads.load(), 4);  // preload llama, then gemma, llama, gemma (the last gemma was loaded)
+  // On one kept-alive connection: an answered request no longer holds its model.
+  auto c = client(s->port);
+  for (const std::string name : {"llama", "gemma"}) {
+    loadgen::HttpReply reply;
+    ASSERT_TRUE(c->request("POST", "/v1/completions", {{"Content-Type", "application/json"}},
+                           completion(name).dump(), reply).ok());
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    EXPECT_EQ(json::parse(reply.body)["choices"][0]["text"], name == "llama" ? want_llama : want_gemma);
+  }
   std::map<std::string, double> m = metrics(s->port);
-  EXPECT_EQ(m["ubatch_model_unloads_total{model=\"llama\"}"], 2);
-  EXPECT_EQ(m["ubatch_model_unloads_total{model=\"gemma\"}"], 1);
+  // Swaps: llama → gemma → llama → gemma, then on the kept-alive connection → llama → gemma.
+  EXPECT_EQ(m["ubatch_model_unloads_total{model=\"llama\"}"], 3);
+  EXPECT_EQ(m["ubatch_model_unloads_total{model=\"gemma\"}"], 2);
   EXPECT_EQ(m["ubatch_model_state{model=\"gemma\",state=\"loaded\"}"], 1);
   EXPECT_EQ(m["ubatch_models_memory_budget_bytes"], 150);
 }
@@ -365,6 +378,47 @@ TEST(ServerModels, ParsesTheMix) {
   EXPECT_EQ(loadgen::pick_class(*m, 1, 17).label(), loadgen::pick_class(*m, 1, 17).label());
 }
 
+// `ubatch serve` with no -m serves the two embedded models: chat without "model" goes to the
+// instruct model (SmolLM2), completions to the base model (Gemma 3).
+TEST(ServerModels, ServesBothEmbeddedModelsByDefault) {
+  UBATCH_REQUIRE_DEFAULT_MODEL();
+  const std::filesystem::path smol = std::filesystem::path(default_model()).parent_path() /
+                                     "smollm2-135m-instruct-q4_1.gguf";
+  if (!std::filesystem::exists(smol)) GTEST_SKIP() << "SmolLM2 not installed at " << smol << " (scripts/setup.sh)";
+  setenv("UBATCH_MODEL", default_model().c_str(), 1);
+  const std::string log = testing::TempDir() + "/serve_default_models.log";
+  SpawnedServer s = spawn_serve(ubatch_argv({"serve", "--port", "0", "--threads", "1", "--n-ctx", "512",
+                                             "--n-parallel", "2"}), log);
+  ASSERT_GT(s.pid, 0);
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      kill(pid, SIGTERM);
+      int status = 0;
+      waitpid(pid, &status, 0);
+    }
+  } stop{s.pid};
+  ASSERT_TRUE(s.ready) << "see " << log;
+  // /health turns 200 with the first model in; both load at start-up (the budget holds both).
+  std::map<std::string, std::string> states = model_states(s.port);
+  ASSERT_EQ(states.size(), 2u);
+  for (const auto& [id, state] : states) EXPECT_TRUE(state == "loaded" || state == "loading") << id << " " << state;
+  Reply chat = post(s.port, "/v1/chat/completions",
+                    json({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}}).dump());
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.parsed()["model"], "smollm2-135m-instruct-q4_1");
+  Reply completion = post(s.port, "/v1/completions", json({{"prompt", "Hello"}, {"max_tokens", 2}}).dump());
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  EXPECT_EQ(completion.parsed()["model"], "gemma-3-270m-q4_k_m");
+  Reply named = post(s.port, "/v1/chat/completions",
+                     json({{"model", "gemma-3-270m-q4_k_m"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                           {"max_tokens", 2}}).dump());
+  ASSERT_EQ(named.status, 200) << named.body;
+  EXPECT_EQ(named.parsed()["model"], "gemma-3-270m-q4_k_m");
+  EXPECT_EQ(model_states(s.port), (std::map<std::string, std::string>{{"gemma-3-270m-q4_k_m", "loaded"},
+                                                                      {"smollm2-135m-instruct-q4_1", "loaded"}}));
+}
+
 // `ubatch serve` refuses, at start-up, a model that can never fit --models-memory.
 TEST(ServerModels, RefusesAModelThatCanNeverFit) {
   UBATCH_REQUIRE_REFERENCE();
@@ -375,6 +429,15 @@ TEST(ServerModels, RefusesAModelThatCanNeverFit) {
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("could never be loaded"), std::string::npos) << out;
   EXPECT_NE(out.find("--models-memory is 1 MiB"), std::string::npos) << out;
+  // An --alias names the -m before it (the message names the first model by its alias).
+  const std::string aliased = run_command(ubatch_command() + " serve --port 0 -m " + tiny_model() +
+                                              " --alias first -m " + tiny_gemma() + " --models-memory 1M 2>&1",
+                                          &status);
+  EXPECT_NE(aliased.find("model 'first' (" + tiny_model() + ")"), std::string::npos) << aliased;
+  const std::string orphan =
+      run_command(ubatch_command() + " serve --port 0 --alias lost -m " + tiny_model() + " 2>&1", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(orphan.find("must follow the -m"), std::string::npos) << orphan;
 }
 
 }  // namespace

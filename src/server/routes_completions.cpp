@@ -141,6 +141,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     else
       send_json(res, 200, acc_.response(ev));
     ex_->respond(std::move(res));
+    release_model();
   }
 
   // Streamed: the response (status 200) starts with the first token, or earlier with keep-alive
@@ -160,7 +161,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
           if (sse_->started()) return end_with_error(*e);
           http::Response res;
           send_error(res, *e);
-          return ex_->respond(std::move(res));
+          ex_->respond(std::move(res));
+          return release_model();
         }
       if (!begin_stream()) return;
       std::vector<sched::Event> early = std::move(early_);
@@ -217,7 +219,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
       state_.counters.streams_active--;
     }
     sse_->end();
+    release_model();
   }
+
+  // The request is answered (or cut): nothing of the model is used any more, and a kept-alive
+  // connection must not keep it loaded.
+  void release_model() { model_.reset(); }
 
   // The last event of a stream whose head is out: the error (as the unstreamed response's
   // body), then [DONE].
@@ -240,6 +247,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     over_ = true;
     stream_->set_notifier(nullptr);
     if (!done_) engine_.cancel(stream_->id());
+    struct Release {
+      CompletionJob& job;
+      ~Release() { job.release_model(); }
+    } release{*this};
     switch (why) {
       case http::AbortReason::ClientGone:
         state_.counters.disconnects++;
@@ -265,8 +276,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   }
 
   ServerState& state_;
-  ModelRegistry::Lease model_;  // keeps the model loaded while the job lives
-  sched::Engine& engine_;
+  ModelRegistry::Lease model_;  // keeps the model loaded until the request is answered or cut
+  sched::Engine& engine_;       // valid while model_ is held
   std::shared_ptr<http::Exchange> ex_;
   std::shared_ptr<sched::Stream> stream_;
   const bool streaming_;

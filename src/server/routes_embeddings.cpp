@@ -127,6 +127,7 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
     spdlog::info("embeddings {:x}: {} inputs, {} tokens{}", streams_.front()->id(), streams_.size(), prompt_tokens_,
                  error_.empty() ? "" : " error: " + error_);
     ex_->respond(std::move(res));
+    lease_.reset();  // answered: the model may be unloaded now (the connection may stay open)
   }
 
   void cancel_rest() {
@@ -140,6 +141,7 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
     if (over_) return;
     over_ = true;
     cancel_rest();
+    lease_.reset();  // nothing of the model is used from here on
     if (why == http::AbortReason::ClientGone) {
       state_.counters.disconnects++;
       spdlog::info("embeddings {:x}: client disconnected, cancelled", streams_.front()->id());
@@ -153,8 +155,8 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
   }
 
   ServerState& state_;
-  ModelRegistry::Lease lease_;  // keeps the model loaded while the job lives
-  sched::Engine& engine_;
+  ModelRegistry::Lease lease_;  // keeps the model loaded until the job is answered or aborted
+  sched::Engine& engine_;       // valid while lease_ is held
   std::shared_ptr<http::Exchange> ex_;
   EmbeddingRequest parsed_;
   std::vector<std::shared_ptr<sched::Stream>> streams_;

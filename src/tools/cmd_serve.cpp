@@ -36,8 +36,7 @@ struct ServeOptions {
   sched::EngineConfig engine;
   std::string policy = "ubatch";
   std::string pooling;  // --pooling: "" (the model file's, else mean), mean, cls, last
-  std::vector<std::string> model_paths;  // -m (repeatable)
-  std::vector<std::string> aliases;      // --alias, the i-th for the i-th -m
+  std::vector<ModelFile> models;         // -m (repeatable), each with the --alias after it
   std::string models_dir;
   std::string models_memory;             // "" : kDefaultModelsMemoryShare of MemAvailable
   std::string chat_model, completion_model;
@@ -107,12 +106,7 @@ int run_serve(ServeOptions& o) {
 
   // The models: -m files (with their aliases), --models-dir; none: the two embedded models,
   // chat to the instruct model (SmolLM2) and completions to the base model (Gemma 3).
-  if (o.aliases.size() > o.model_paths.size())
-    return fmt::print(stderr, "error: {} --alias for {} -m: each --alias names the -m before it\n", o.aliases.size(),
-                      o.model_paths.size()), 1;
-  std::vector<ModelFile> files;
-  for (size_t i = 0; i < o.model_paths.size(); ++i)
-    files.push_back({o.model_paths[i], i < o.aliases.size() ? o.aliases[i] : ""});
+  std::vector<ModelFile> files = o.models;
   server::RegistryOptions ropt;
   ropt.default_chat = o.chat_model;
   ropt.default_completion = o.completion_model;
@@ -261,11 +255,21 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
                  "on SIGTERM/SIGINT, seconds running requests may take to finish before they are cancelled")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   sub.remove_option(sub.get_option("--model"));
-  sub.add_option("-m,--model", o->model_paths,
-                 "GGUF model file to serve (repeat for several; default: the embedded Gemma 3 270M and, when "
-                 "installed, SmolLM2-135M-Instruct)");
-  sub.add_option("--alias", o->aliases,
-                 "model id in /v1/models and responses for the -m before it (repeat; default: the file's stem)");
+  // Parsed as they come (trigger_on_parse), so that an --alias names the -m before it.
+  sub.add_option_function<std::string>(
+         "-m,--model", [o](const std::string& path) { o->models.push_back({path, ""}); },
+         "GGUF model file to serve (repeat for several; default: the embedded Gemma 3 270M and, when "
+         "installed, SmolLM2-135M-Instruct)")
+      ->trigger_on_parse()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub.add_option_function<std::string>(
+         "--alias", [o](const std::string& alias) {
+           if (o->models.empty()) throw CLI::ValidationError("--alias", "--alias must follow the -m it names");
+           if (!o->models.back().name.empty())
+             throw CLI::ValidationError("--alias", "two --alias for the -m " + o->models.back().path);
+           o->models.back().name = alias;
+         },
+         "model id in /v1/models and responses for the -m before it (default: the file's stem)")
+      ->trigger_on_parse()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("--models-dir", o->models_dir, "serve every .gguf file of this directory too (named by file stem)");
   sub.add_option("--models-memory", o->models_memory,
                  "most memory the loaded models may take together (estimates: file x2 + KV cache): bytes with an "

@@ -219,7 +219,11 @@ function render() {
   renderRequests(s);
   const e = s.engine;
   const share = e.busy_ms > 0 ? (100 * e.live_view_ms) / e.busy_ms : 0;
+  // Every model served: its state, the requests it answers and those waiting for it to load.
+  const models = (s.models || []).map((m) =>
+    `${m.id}: ${m.status}, ${m.requests_active} active` + (m.requests_waiting ? `, ${m.requests_waiting} waiting to load` : ""));
   setText("dash-footnote",
+    `Model ${s.settings.model}` + (models.length > 1 ? ` (served: ${models.join("; ")})` : "") + " · " +
     `Snapshot every ${s.interval_ms} ms from GET /v1/dashboard/events · ${s.http.dashboard_streams} dashboard stream(s) open · ` +
     `engine time publishing the request table: ${fmt(e.live_view_ms, 1)} ms of ${fmt(e.busy_ms / 1000, 1)} s busy (${share.toFixed(3)}%)`);
 }
