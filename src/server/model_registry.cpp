@@ -279,13 +279,13 @@ void ModelRegistry::load_unlocked(size_t index, Calls& calls) {
     e.waiters.clear();
     return;
   }
+  spdlog::info("model {}: loaded in {:.0f} ms; n_ctx {} (KV cells, all sequences; {} per request)", info.name,
+               std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), backend->kv_cells, backend->n_ctx);
   e.loaded = std::move(loaded.value());
   e.backend = std::move(backend);
   e.state = ModelState::Loaded;
   e.error.clear();
   e.loads++;
-  spdlog::info("model {}: loaded in {:.0f} ms", info.name,
-               std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   for (Waiter& w : e.waiters) calls.emplace_back(std::move(w.done), Acquired{lease_locked(index), Failure::None, ""});
   e.waiters.clear();
 }

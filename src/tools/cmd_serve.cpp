@@ -1,6 +1,9 @@
 // `ubatch serve`: the OpenAI-compatible HTTP server (src/server/) over the engine
-// (src/sched/). With no arguments it serves the embedded default model on 127.0.0.1:8080.
-// The port opens first (/health answers 503 while the model loads). SIGINT or SIGTERM starts
+// (src/sched/). With no arguments it serves the two embedded models (Gemma 3 270M for
+// completions, SmolLM2-135M-Instruct for chat) on 127.0.0.1:8080; -m (repeatable, --alias after
+// each) and --models-dir name others, loaded on demand within --models-memory
+// (serve_models.h, server/model_registry.h). The port opens first (/health answers 503 until
+// a first model is loaded). SIGINT or SIGTERM starts
 // a graceful shutdown: /health answers 503 "draining", new requests are refused, running ones
 // may finish within --shutdown-timeout seconds, then the rest are cancelled (a stream gets a
 // final error event); exit status 0. A second signal skips the wait.
@@ -9,9 +12,6 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <thread>
-
-#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -19,7 +19,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "grammar/grammar_cache.h"
 #include "sched/engine.h"
 #include "server/http_server.h"
 #include "tools/command.h"
