@@ -7,6 +7,9 @@
 // running on every thread; a model alone steps back to back, unhindered. An idle engine never
 // asks. Fair by steps: each busy model gets every n-th step, and its share of the machine's time
 // is its step time over the sum of the busy models' step times (docs/BENCHMARKS.md measures it).
+// The order is that of the callers waiting when a turn ends: an engine whose thread has not
+// yet asked again then (the OS ran something else between its steps) loses that one turn.
+// tests/test_sched_step_gate.cpp.
 //
 // Thread-safe. enter() blocks; nothing else does.
 #pragma once
