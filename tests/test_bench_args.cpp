@@ -6,10 +6,12 @@
 
 #include "bench/args.h"
 #include "bench/llm_bench.h"
-#include "bench/load_driver.h"
+#include "loadgen/load_driver.h"
 #include "support.h"
 
 namespace ubatch::bench {
+
+using namespace ::ubatch::loadgen;
 namespace {
 
 TEST(BenchArgs, IntLists) {

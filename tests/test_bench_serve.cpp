@@ -18,12 +18,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/load_driver.h"
+#include "loadgen/load_driver.h"
 #include "support.h"
 
 extern char** environ;
 
 namespace ubatch::bench {
+
+using namespace ::ubatch::loadgen;
 namespace {
 
 int free_loopback_port() {

@@ -5,11 +5,13 @@
 #include <cmath>
 
 #include "bench/llm_bench.h"
-#include "bench/load_driver.h"
+#include "loadgen/load_driver.h"
 #include "bench/roofline.h"
 #include "bench/stats.h"
 
 namespace ubatch::bench {
+
+using namespace ::ubatch::loadgen;
 namespace {
 
 TEST(BenchStats, MeanAndSampleSd) {

@@ -9,12 +9,14 @@
 #include <regex>
 
 #include "bench/llm_bench.h"
-#include "bench/load_driver.h"
-#include "bench/load_plots.h"
-#include "bench/progress.h"
-#include "bench/svg.h"
+#include "loadgen/load_driver.h"
+#include "loadgen/load_plots.h"
+#include "loadgen/progress.h"
+#include "loadgen/svg.h"
 
 namespace ubatch::bench {
+
+using namespace ::ubatch::loadgen;
 namespace {
 
 size_t count(const std::string& s, const std::string& what) {

@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/http_client.h"
+#include "loadgen/http_client.h"
 #include "support.h"
 
 extern char** environ;
@@ -106,14 +106,14 @@ class ServeChild {
     std::ifstream in(log_);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
-  bench::HttpClient client() const {
-    bench::HttpClientOptions o;
+  loadgen::HttpClient client() const {
+    loadgen::HttpClientOptions o;
     o.port = port_;
     o.io_timeout_s = 300;
-    return bench::HttpClient(o);
+    return loadgen::HttpClient(o);
   }
-  bench::HttpReply get(const std::string& path) const {
-    bench::HttpReply r;
+  loadgen::HttpReply get(const std::string& path) const {
+    loadgen::HttpReply r;
     client().request("GET", path, {}, "", r);
     return r;
   }
@@ -146,13 +146,13 @@ struct BackgroundStream {
   BackgroundStream(const ServeChild& serve, int max_tokens) {
     const int port = serve.port();
     body = std::async(std::launch::async, [this, port, max_tokens] {
-      bench::HttpClientOptions o;
+      loadgen::HttpClientOptions o;
       o.port = port;
       o.io_timeout_s = 300;
-      bench::HttpClient c(o);
+      loadgen::HttpClient c(o);
       const std::string req = nlohmann::json{{"prompt", "a"}, {"max_tokens", max_tokens}, {"ignore_eos", true},
                                              {"temperature", 0}, {"stream", true}}.dump();
-      bench::HttpReply reply;
+      loadgen::HttpReply reply;
       std::string got;
       c.request("POST", "/v1/completions", {{"Content-Type", "application/json"}}, req, reply, {},
                 [&](std::string_view bytes) {
@@ -181,7 +181,7 @@ TEST_F(ServeCli, SigtermDrainsRunningRequestsThenExitsZero) {
   ASSERT_TRUE(stream.wait_frames(2)) << serve.log();
   ASSERT_EQ(kill(serve.pid(), SIGTERM), 0);
   // Health turns 503 "draining" (a balancer takes the server out) while the stream runs on.
-  bench::HttpReply h;
+  loadgen::HttpReply h;
   for (int i = 0; i < 600 && h.status != 503; ++i) {
     h = serve.get("/health");
     if (h.status != 503) std::this_thread::sleep_for(std::chrono::milliseconds(20));

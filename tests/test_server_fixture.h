@@ -31,7 +31,7 @@
 #include "model/model.h"
 #include "sched/engine.h"
 #include "server/http_server.h"
-#include "bench/http_client.h"
+#include "loadgen/http_client.h"
 #include "support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -102,13 +102,13 @@ inline std::unique_ptr<ServedModel> serve_model(const std::string& path, ServeOp
 }
 
 // A client of the server on 127.0.0.1:port (keep-alive; generous timeouts for loaded machines).
-inline std::unique_ptr<bench::HttpClient> client(int port) {
-  bench::HttpClientOptions o;
+inline std::unique_ptr<loadgen::HttpClient> client(int port) {
+  loadgen::HttpClientOptions o;
   o.host = "127.0.0.1";
   o.port = port;
   o.connect_timeout_s = 10;
   o.io_timeout_s = 300;
-  return std::make_unique<bench::HttpClient>(o);
+  return std::make_unique<loadgen::HttpClient>(o);
 }
 
 struct Reply {
@@ -123,7 +123,7 @@ inline Reply request(int port, const std::string& method, const std::string& pat
                      HttpHeaders headers = {}, const std::string& content_type = "application/json") {
   Reply r;
   if (!body.empty() || method == "POST") headers.emplace("Content-Type", content_type);
-  bench::HttpReply reply;
+  loadgen::HttpReply reply;
   if (!client(port)->request(method, path, headers, body, reply).ok()) return r;
   r.status = reply.status;
   r.body = std::move(reply.body);
@@ -145,10 +145,10 @@ inline Reply get(int port, const std::string& path, const HttpHeaders& headers =
 inline Reply get_stream(int port, const std::string& path, const HttpHeaders& headers,
                         const std::function<bool(int status, std::string_view bytes)>& on_body) {
   Reply r;
-  bench::HttpReply reply;
+  loadgen::HttpReply reply;
   client(port)->request(
       "GET", path, headers, "", reply,
-      [&](const bench::HttpReply& head) {
+      [&](const loadgen::HttpReply& head) {
         r.status = head.status;
         r.headers = head.headers;
       },
@@ -220,7 +220,9 @@ inline StreamResult post_stream(int port, const std::string& path, const json& b
 }
 
 // Prometheus text → {"name{labels}": value}; fails the test on lines that do not parse or
-// samples whose metric has no # TYPE line.
+// samples whose metric has no # TYPE line. A sample with a `model` label is also summed under
+// its name without that label ("ubatch_x{model=\"a\"}" → "ubatch_x" too): a test of one model
+// reads its engine's numbers as before.
 inline std::map<std::string, double> parse_prometheus(const std::string& text) {
   std::map<std::string, double> out;
   std::map<std::string, std::string> types;
@@ -258,6 +260,10 @@ inline std::map<std::string, double> parse_prometheus(const std::string& text) {
     const double v = std::strtod(value.c_str(), &end);
     if (end != value.c_str() + value.size()) ADD_FAILURE() << "bad value in: " << line;
     out[name + std::string(m[2])] = v;
+    static const std::regex model_label(R"(model="[^"\\]*",?)");
+    std::string rest = std::regex_replace(std::string(m[3]), model_label, "");
+    if (!rest.empty() && rest.back() == ',') rest.pop_back();
+    if (rest != std::string(m[3])) out[name + (rest.empty() ? "" : "{" + rest + "}")] += v;
   }
   return out;
 }

@@ -500,7 +500,7 @@ TEST(ServerUnits, HistogramIsCumulativeInSeconds) {
   h.buckets[3] = 1;  // <= 10 ms
   h.count = 4;       // one above the last bound
   h.sum_ms = 400000;
-  const std::string text = server::render_histogram("ubatch_x_seconds", "x", h);
+  const std::string text = server::render_histogram("ubatch_x_seconds", "x", {{"", &h}});
   std::map<std::string, double> m = parse_prometheus(text);
   EXPECT_EQ(m["ubatch_x_seconds_bucket{le=\"0.001\"}"], 2);
   EXPECT_EQ(m["ubatch_x_seconds_bucket{le=\"0.005\"}"], 2);

@@ -247,10 +247,10 @@ struct Collected {
 Collected post_collect(int port, const std::string& path, const json& body) {
   Collected c;
   const Clock::time_point t0 = Clock::now();
-  bench::HttpReply reply;
+  loadgen::HttpReply reply;
   client(port)->request(
       "POST", path, {{"Content-Type", "application/json"}}, body.dump(), reply,
-      [&](const bench::HttpReply& head) { c.status = head.status; },
+      [&](const loadgen::HttpReply& head) { c.status = head.status; },
       [&](std::string_view bytes) {
         c.body.append(bytes);
         if (c.first_data_s < 0 && c.body.find("data: ") != std::string::npos) c.first_data_s = seconds_since(t0);

@@ -26,6 +26,7 @@ Usage: scripts/bench/cluster_load.py replicas|affinity [--rounds 3] [--out bench
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -46,7 +47,9 @@ def metrics(port):
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
+            # Engine series carry a model label: sum them over the models served.
+            name = re.sub(r'model="[^"]*",?', "", name).replace("{}", "")
+            out[name] = out.get(name, 0.0) + float(value)
     return out
 
 

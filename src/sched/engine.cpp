@@ -109,7 +109,18 @@ void Engine::Impl::loop() {
     // A refused submit (a deadline it cannot meet) has already ended its stream.
     for (Pending& p : new_submits) (void)sched.submit(p.id, std::move(p.request), std::move(p.stream));
     for (uint64_t id : new_cancels) sched.cancel(id);
-    bool ran = sched.step();
+    bool ran = false;
+    if (config.step_gate && sched.has_work()) {
+      // Other models' engines step in turn (step_gate.h).
+      struct Turn {
+        StepGate& gate;
+        explicit Turn(StepGate& g) : gate(g) { gate.enter(); }
+        ~Turn() { gate.leave(); }
+      } turn(*config.step_gate);
+      ran = sched.step();
+    } else {
+      ran = sched.step();
+    }
     publish_requests();
     {
       std::lock_guard<std::mutex> lock(mutex);

@@ -16,6 +16,7 @@
 #include "sched/metrics.h"
 #include "sched/request.h"
 #include "sched/step_time_model.h"
+#include "sched/step_gate.h"
 #include "sched/step_log.h"
 
 namespace ubatch {
@@ -62,6 +63,9 @@ struct EngineConfig {
   int32_t max_tokens_cap = 1 << 20;
   int32_t n_ctx_seq = 0;           // most tokens one sequence may hold, prompt + generated
                                    // (0: the whole KV cache; serve: the model's trained context)
+  // Shared by the engines of one server (one per loaded model): each step runs while holding it,
+  // so engines with work take turns, every step on all threads (step_gate.h). Null: alone.
+  std::shared_ptr<StepGate> step_gate;
 };
 
 class Engine {

@@ -190,6 +190,7 @@ json DashboardFeed::next_snapshot(const DashboardServerInfo& server) {
         {"dashboard_streams", server.dashboard_streams}}},
       {"engine", {{"busy_ms", round2(m.busy_ms)}, {"live_view_ms", round2(engine_.live_view_ms())}}},
       {"feed", {{"events", n_events_}, {"build_ms", round2(build_ms_)}}},
+      {"models", server.models},
   };
   first_ = false;
   return snap;

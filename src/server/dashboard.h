@@ -36,6 +36,9 @@ struct DashboardServerInfo {
   int64_t streams_active = 0;    // completion streams in progress
   uint64_t disconnects = 0;      // requests cancelled because their client went away
   int64_t dashboard_streams = 0; // dashboard event streams open (this one included)
+  // Every model served: [{"id", "status" (loaded/loading/unloaded), "requests_active",
+  // "requests_waiting" (waiting for it to load)}]; the snapshot is of the one named `model`.
+  nlohmann::json models = nlohmann::json::array();
 };
 
 class DashboardFeed {

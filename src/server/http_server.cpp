@@ -45,16 +45,6 @@ bool authorized(const http::Request& req, const std::string& key) {
   return !x.empty() && equal_constant_time(x, key);
 }
 
-// The chat format for a model whose GGUF carries no template: the family whose turn
-// markers are single tokens of the vocabulary.
-std::string guess_chat_family(const Tokenizer& tok) {
-  static const std::pair<const char*, const char*> kMarkers[] = {
-      {"<start_of_turn>", "gemma"}, {"<|start_header_id|>", "llama3"}, {"<|im_start|>", "chatml"}, {"<|user|>", "phi3"}};
-  for (const auto& [marker, family] : kMarkers)
-    if (tok.tokenize(marker, false, true).size() == 1) return family;
-  return "chatml";
-}
-
 // The JSON error for a status the transport decides itself.
 ApiError transport_error(int status, const std::string& message) {
   ApiError e;
@@ -163,29 +153,27 @@ Status HttpServer::start() {
 }
 
 void HttpServer::set_backend(sched::Engine& engine, const Tokenizer& tokenizer) {
-  ServerState& st = impl_->state;
-  if (st.backend.load()) return;
-  auto b = std::make_unique<Backend>();
-  b->engine = &engine;
-  b->tokenizer = &tokenizer;
-  b->n_ctx = engine.n_ctx_seq();
-  b->kv_cells = engine.n_ctx();
-  b->n_vocab = engine.n_vocab();
-  b->chat_template = st.config.chat_template;
-  if (b->chat_template.empty()) b->chat_template = tokenizer.chat_template();
-  if (b->chat_template.empty()) b->chat_template = guess_chat_family(tokenizer);
-  const std::string bos = tokenizer.bos() >= 0 ? tokenizer.token_to_piece(tokenizer.bos(), true) : "";
-  const std::string eos = tokenizer.eos() >= 0 ? tokenizer.token_to_piece(tokenizer.eos(), true) : "";
-  auto renderer = chat::ChatRenderer::create(b->chat_template, tokenizer.chat_template_tool_use(), bos, eos);
-  if (!renderer) {
-    b->chat_template_error = renderer.message();
-    spdlog::warn("chat template unusable, /v1/chat/completions will answer 500: {}", renderer.message());
-  } else {
-    b->chat = renderer.value();
-    spdlog::info("chat: {}", b->chat->describe());
-  }
-  st.backend_owner = std::move(b);
-  st.backend.store(st.backend_owner.get());
+  impl_->state.models->attach(engine, tokenizer);
+}
+
+Status HttpServer::serve_models(std::vector<ModelInfo> models, ModelLoader loader, RegistryOptions options) {
+  if (impl_->started) return Status::error("serve: serve_models() after start()");
+  if (models.empty()) return Status::error("serve: no model to serve");
+  if (options.chat_template.empty()) options.chat_template = impl_->state.config.chat_template;
+  auto registry = std::make_unique<ModelRegistry>(std::move(models), std::move(loader), std::move(options));
+  if (Status s = registry->check(); !s) return s;
+  impl_->state.models = std::move(registry);
+  return Status::ok();
+}
+
+void HttpServer::preload_models() { impl_->state.models->preload(); }
+
+std::vector<std::pair<std::string, sched::MetricsSnapshot>> HttpServer::model_metrics() const {
+  std::vector<std::pair<std::string, sched::MetricsSnapshot>> out;
+  ModelRegistry& models = *impl_->state.models;
+  for (size_t i = 0; i < models.size(); ++i)
+    if (ModelRegistry::Lease b = models.try_acquire(i)) out.emplace_back(b->name, b->engine->metrics());
+  return out;
 }
 
 void HttpServer::drain() {
@@ -212,6 +200,7 @@ void HttpServer::stop() {
   impl_->stopped = true;
   impl_->state.draining = true;
   impl_->state.stopping = true;  // handlers answering from now on end their requests at once
+  impl_->state.models->stop();   // requests waiting for a model to load get 503
   impl_->http->stop();
 }
 

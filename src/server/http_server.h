@@ -5,7 +5,8 @@
 //
 // Lifecycle: construct → bind() (the port is open, /health answers 503 "loading") →
 // start() → set_backend() once the model is loaded (/health 200, completion routes open) →
-// [drain() → wait_idle()] → stop(). Endpoints, fields, errors and metrics: docs/API.md.
+// [drain() → wait_idle()] → stop(). Several models: serve_models() before start(), then
+// preload_models(). Endpoints, fields, errors and metrics: docs/API.md.
 //
 // Threads: `http_threads` I/O threads serve every connection; no handler ever waits on a
 // socket or on the engine. A completion registers a notifier on its engine stream: the engine
@@ -23,8 +24,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "sched/metrics.h"
 #include "sampling/sampler.h"
 #include "sched/request.h"
+#include "server/model_registry.h"
 
 namespace ubatch {
 class Tokenizer;
@@ -54,7 +57,9 @@ struct ServerConfig {
   double stream_keepalive_s = 5;   // a stream silent this long sends its head, then ": keep-alive"
                                    // comments (sse.h), so proxies' idle timeouts do not cut it; 0: off
   std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); empty: no CORS
-  std::string model_name;          // id in /v1/models and in responses
+  std::string model_name;          // id in /v1/models and in responses (one model, set_backend)
+  double model_wait_s = 120;       // a request for a model that is not loaded waits this long at most
+                                   // for it to load (or its deadline_ms, when shorter); then 503
   std::string chat_template;       // "" : the model's template, else a family guessed from its vocabulary
   SamplingParams sampling;         // defaults for the sampling fields a request leaves out
   bool random_seed = true;         // a request without "seed" gets a random one (false: sampling.seed)
@@ -81,6 +86,16 @@ class HttpServer {
   // Opens the model routes (/health turns 200). engine and tokenizer must outlive stop().
   // Call once, from any thread, before or after start().
   void set_backend(sched::Engine& engine, const Tokenizer& tokenizer);
+  // Serves several models instead (model_registry.h): loaded on demand by `loader` within
+  // options.budget_bytes, routed by the request's "model". Call before start(), instead of
+  // set_backend. Errors: ModelRegistry::check() (a model that can never fit the budget, a
+  // default that names no model, two models of one name).
+  Status serve_models(std::vector<ModelInfo> models, ModelLoader loader, RegistryOptions options);
+  // Loads models while they fit the budget (ModelRegistry::preload); blocks. /health answers
+  // 200 once it returns (or once one model is loaded).
+  void preload_models();
+  // Each loaded model's name and engine metrics (`serve --perf`).
+  std::vector<std::pair<std::string, sched::MetricsSnapshot>> model_metrics() const;
   // Graceful shutdown, first half: /health answers 503 "draining", new completions get 503,
   // idle keep-alive connections close and the others after their current response; the port
   // stays open so that health probes get their answer. Running requests go on; the

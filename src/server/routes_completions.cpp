@@ -14,6 +14,7 @@
 #include "server/completion_response.h"
 #include "server/errors.h"
 #include "server/json_request.h"
+#include "server/model_route.h"
 #include "server/sse.h"
 #include "grammar/grammar_cache.h"
 #include "server/structured_output.h"
@@ -71,18 +72,19 @@ std::optional<ApiError> deadline_outcome(const sched::Event& done, const std::ve
 // pump); the stream's notifier (an Exchange::waker) holds it weakly.
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
-  CompletionJob(ServerState& state, sched::Engine& engine, const Tokenizer& tok, const ParsedRequest& parsed,
+  CompletionJob(ServerState& state, ModelRegistry::Lease model, const ParsedRequest& parsed,
                 std::shared_ptr<sched::Stream> stream, ResponseMeta meta, std::shared_ptr<http::Exchange> ex)
       : state_(state),
-        engine_(engine),
+        model_(std::move(model)),
+        engine_(*model_->engine),
         ex_(std::move(ex)),
         stream_(std::move(stream)),
         streaming_(parsed.stream),
         n_(parsed.request.n),
         chat_(parsed.endpoint == Endpoint::ChatCompletions),
         include_usage_(parsed.include_usage),
-        acc_(meta, parsed.request.n, tok),
-        builder_(std::move(meta), parsed.request.n, tok, parsed.include_usage) {}
+        acc_(meta, parsed.request.n, *model_->tokenizer),
+        builder_(std::move(meta), parsed.request.n, *model_->tokenizer, parsed.include_usage) {}
 
   ~CompletionJob() {
     if (stream_started_ && !stream_counted_out_) state_.counters.streams_active--;
@@ -139,6 +141,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     else
       send_json(res, 200, acc_.response(ev));
     ex_->respond(std::move(res));
+    release_model();
   }
 
   // Streamed: the response (status 200) starts with the first token, or earlier with keep-alive
@@ -158,7 +161,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
           if (sse_->started()) return end_with_error(*e);
           http::Response res;
           send_error(res, *e);
-          return ex_->respond(std::move(res));
+          ex_->respond(std::move(res));
+          return release_model();
         }
       if (!begin_stream()) return;
       std::vector<sched::Event> early = std::move(early_);
@@ -215,7 +219,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
       state_.counters.streams_active--;
     }
     sse_->end();
+    release_model();
   }
+
+  // The request is answered (or cut): nothing of the model is used any more, and a kept-alive
+  // connection must not keep it loaded.
+  void release_model() { model_.reset(); }
 
   // The last event of a stream whose head is out: the error (as the unstreamed response's
   // body), then [DONE].
@@ -238,6 +247,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     over_ = true;
     stream_->set_notifier(nullptr);
     if (!done_) engine_.cancel(stream_->id());
+    struct Release {
+      CompletionJob& job;
+      ~Release() { job.release_model(); }
+    } release{*this};
     switch (why) {
       case http::AbortReason::ClientGone:
         state_.counters.disconnects++;
@@ -263,7 +276,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   }
 
   ServerState& state_;
-  sched::Engine& engine_;
+  ModelRegistry::Lease model_;  // keeps the model loaded until the request is answered or cut
+  sched::Engine& engine_;       // valid while model_ is held
   std::shared_ptr<http::Exchange> ex_;
   std::shared_ptr<sched::Stream> stream_;
   const bool streaming_;
@@ -281,7 +295,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   bool over_ = false;  // answered, aborted, or Done seen: no more events are handled
 };
 
-void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex) {
+// The request once its model is held (model_route.h): on the exchange's strand.
+void handle_with(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex, const json& body,
+                 ModelRegistry::Lease lease) {
   const http::Request& req = ex->request();
   http::Response res;
   // Every early answer is an error in `res`: sent when leaving (an exception leaves it to
@@ -295,15 +311,12 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
     }
   } answer{ex, res};
   if (state.draining) return send_error(res, unavailable("the server is shutting down", kDrainingRetryAfterS));
-  const Backend* b = state.backend.load();
-  if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
+  const Backend* b = lease.get();
   if (b->engine->model_pooling() != sched::Pooling::None)  // the file says: an embedding model
     return send_error(res, invalid_request("this model is an embedding model (its file sets a pooling type): it "
                                            "serves /v1/embeddings, not completions", "model", "model_not_supported"));
   if (endpoint == Endpoint::ChatCompletions && !b->chat)
     return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
-  json body;
-  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
   nlohmann::ordered_json ordered;  // chat: tool schemas keep their property order
   if (endpoint == Endpoint::ChatCompletions) ordered = nlohmann::ordered_json::parse(req.body);
   const ChatSetup setup{b->chat.get(), &ordered};
@@ -345,9 +358,11 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
 
   ResponseMeta meta;
   meta.endpoint = endpoint;
-  meta.id = fmt::format("{}-{}{:x}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", state.id_salt, id);
+  // Engine ids restart with each model's engine: the response id counts server-wide.
+  meta.id = fmt::format("{}-{}{:x}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", state.id_salt,
+                        ++state.response_seq);
   meta.created = static_cast<int64_t>(std::time(nullptr));
-  meta.model = state.config.model_name;
+  meta.model = b->name;
   meta.logprobs = parsed.logprobs;
   if (parsed.tool_format) {
     meta.tool_format = parsed.tool_format;
@@ -357,9 +372,23 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
     meta.tool_special_text = parsed.tool_gbnf.empty();
   }
   answer.pending = false;
-  auto job = std::make_shared<CompletionJob>(state, *b->engine, *b->tokenizer, parsed, std::move(sub.stream),
-                                             std::move(meta), ex);
+  auto job = std::make_shared<CompletionJob>(state, std::move(lease), parsed, std::move(sub.stream), std::move(meta), ex);
   job->start();
+}
+
+void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex) {
+  auto fail = [&ex](const ApiError& e) {
+    http::Response res;
+    send_error(res, e);
+    ex->respond(std::move(res));
+  };
+  if (state.draining) return fail(unavailable("the server is shutting down", kDrainingRetryAfterS));
+  auto body = std::make_shared<json>();
+  if (auto e = parse_json_body(ex->request().body, *body)) return fail(*e);
+  const RequestKind kind = endpoint == Endpoint::ChatCompletions ? RequestKind::Chat : RequestKind::Completion;
+  with_model(state, ex, *body, kind, [&state, endpoint, ex, body](ModelRegistry::Lease lease) {
+    handle_with(state, endpoint, ex, *body, std::move(lease));
+  });
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "server/embedding_request.h"
 #include "server/errors.h"
 #include "server/json_request.h"
+#include "server/model_route.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ubatch::server {
@@ -50,15 +51,15 @@ sched::Pooling resolve_pooling(const ServerConfig& cfg, const sched::Engine& eng
 // response is queued; the notifiers hold it weakly.
 class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
  public:
-  EmbeddingJob(ServerState& state, sched::Engine& engine, EmbeddingRequest parsed,
-               std::vector<std::shared_ptr<sched::Stream>> streams, std::string model, bool normalize,
-               std::shared_ptr<http::Exchange> ex)
+  EmbeddingJob(ServerState& state, ModelRegistry::Lease lease, EmbeddingRequest parsed,
+               std::vector<std::shared_ptr<sched::Stream>> streams, bool normalize, std::shared_ptr<http::Exchange> ex)
       : state_(state),
-        engine_(engine),
+        lease_(std::move(lease)),
+        engine_(*lease_->engine),
         ex_(std::move(ex)),
         parsed_(std::move(parsed)),
         streams_(std::move(streams)),
-        model_(std::move(model)),
+        model_(lease_->name),
         normalize_(normalize),
         done_(streams_.size()),
         vectors_(streams_.size()) {}
@@ -126,6 +127,7 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
     spdlog::info("embeddings {:x}: {} inputs, {} tokens{}", streams_.front()->id(), streams_.size(), prompt_tokens_,
                  error_.empty() ? "" : " error: " + error_);
     ex_->respond(std::move(res));
+    lease_.reset();  // answered: the model may be unloaded now (the connection may stay open)
   }
 
   void cancel_rest() {
@@ -139,6 +141,7 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
     if (over_) return;
     over_ = true;
     cancel_rest();
+    lease_.reset();  // nothing of the model is used from here on
     if (why == http::AbortReason::ClientGone) {
       state_.counters.disconnects++;
       spdlog::info("embeddings {:x}: client disconnected, cancelled", streams_.front()->id());
@@ -152,7 +155,8 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
   }
 
   ServerState& state_;
-  sched::Engine& engine_;
+  ModelRegistry::Lease lease_;  // keeps the model loaded until the job is answered or aborted
+  sched::Engine& engine_;       // valid while lease_ is held
   std::shared_ptr<http::Exchange> ex_;
   EmbeddingRequest parsed_;
   std::vector<std::shared_ptr<sched::Stream>> streams_;
@@ -167,7 +171,8 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
   bool over_ = false;
 };
 
-void handle(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
+void handle_with(ServerState& state, const std::shared_ptr<http::Exchange>& ex, const json& body,
+                 ModelRegistry::Lease lease) {
   const http::Request& req = ex->request();
   http::Response res;
   struct Answer {  // every early answer is an error in `res`, sent when leaving
@@ -179,10 +184,7 @@ void handle(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
     }
   } answer{ex, res};
   if (state.draining) return send_error(res, unavailable("the server is shutting down"));
-  const Backend* b = state.backend.load();
-  if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
-  json body;
-  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  const Backend* b = lease.get();
   EmbeddingLimits limits;
   limits.n_ctx = b->n_ctx;
   limits.n_vocab = b->n_vocab;
@@ -212,9 +214,23 @@ void handle(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
   spdlog::info("embeddings {:x}: {} inputs, pooling {}, {}", streams.front()->id(), streams.size(),
                sched::pooling_name(pooling), parsed.base64 ? "base64" : "float");
   answer.pending = false;
-  auto job = std::make_shared<EmbeddingJob>(state, *b->engine, std::move(parsed), std::move(streams),
-                                            state.config.model_name, state.config.embd_normalize, ex);
+  auto job = std::make_shared<EmbeddingJob>(state, std::move(lease), std::move(parsed), std::move(streams),
+                                            state.config.embd_normalize, ex);
   job->start();
+}
+
+void handle(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
+  auto fail = [&ex](const ApiError& e) {
+    http::Response res;
+    send_error(res, e);
+    ex->respond(std::move(res));
+  };
+  if (state.draining) return fail(unavailable("the server is shutting down"));
+  auto body = std::make_shared<json>();
+  if (auto e = parse_json_body(ex->request().body, *body)) return fail(*e);
+  with_model(state, ex, *body, RequestKind::Completion, [&state, ex, body](ModelRegistry::Lease lease) {
+    handle_with(state, ex, *body, std::move(lease));
+  });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "sched/engine.h"
 #include "server/errors.h"
 #include "server/json_request.h"
+#include "server/model_route.h"
 #include "server/openapi.h"
 #include "server/prometheus.h"
 #include "tokenizer/tokenizer.h"
@@ -16,10 +17,12 @@ namespace {
 
 using json = nlohmann::json;
 
-const Backend* require_backend(ServerState& state, http::Response& res) {
-  const Backend* b = state.backend.load();
-  if (!b) send_error(res, unavailable("the model is loading; retry shortly", 1));
-  return b;
+// The loaded models' leases, in registry order (a look, not a use: the LRU order stays).
+std::vector<ModelRegistry::Lease> loaded_models(ServerState& state) {
+  std::vector<ModelRegistry::Lease> out;
+  for (size_t i = 0; i < state.models->size(); ++i)
+    if (ModelRegistry::Lease b = state.models->try_acquire(i, false)) out.push_back(std::move(b));
+  return out;
 }
 
 void health(ServerState& state, http::Response& res) {
@@ -31,19 +34,24 @@ void health(ServerState& state, http::Response& res) {
     send_json(res, 503, body);
     return set_retry_after(res, e);
   }
-  if (!state.backend.load()) {
+  if (!state.models->serving()) {
     ApiError e = unavailable("the model is loading", 1);
     json body = error_json(e);
     body["status"] = "loading";
     send_json(res, 503, body);
     return set_retry_after(res, e);
   }
-  // Saturated: the admission queue is full, the next request would get 503 queue_full. A
-  // load balancer's health check takes the replica out of rotation until it has room again.
-  const sched::Engine& engine = *state.backend.load()->engine;
-  if (const int64_t queued = engine.queued(); queued >= engine.config().max_queue) {
-    ApiError e = unavailable("saturated: the request queue is full (" + std::to_string(queued) + " waiting, --max-queue " +
-                             std::to_string(engine.config().max_queue) + ")", 1);
+  // Saturated: every loaded model's admission queue is full, the next request would get 503
+  // queue_full. A load balancer's health check takes the replica out of rotation until one
+  // has room again.
+  const std::vector<ModelRegistry::Lease> loaded = loaded_models(state);
+  const bool saturated = !loaded.empty() && std::all_of(loaded.begin(), loaded.end(), [](const auto& b) {
+    return b->engine->queued() >= b->engine->config().max_queue;
+  });
+  if (saturated) {
+    const sched::Engine& engine = *loaded.front()->engine;
+    ApiError e = unavailable("saturated: the request queue is full (" + std::to_string(engine.queued()) +
+                             " waiting, --max-queue " + std::to_string(engine.config().max_queue) + ")", 1);
     e.code = "saturated";
     json body = error_json(e);
     body["status"] = "saturated";
@@ -54,16 +62,29 @@ void health(ServerState& state, http::Response& res) {
 }
 
 void models(ServerState& state, int64_t started_at, http::Response& res) {
-  json model = {{"id", state.config.model_name}, {"object", "model"}, {"created", started_at}, {"owned_by", "ubatch"}};
-  if (const Backend* b = state.backend.load())
-    model["meta"] = {{"n_ctx", b->n_ctx}, {"kv_cells", b->kv_cells}, {"n_vocab", b->n_vocab}, {"chat_template", b->chat_template}};
-  send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+  json data = json::array();
+  const std::vector<ModelRegistry::Row> rows = state.models->rows();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ModelRegistry::Row& r = rows[i];
+    json meta = {{"status", model_state_name(r.state)}, {"file_bytes", r.info.file_bytes},
+                 {"memory_bytes", r.info.memory_bytes}, {"architecture", r.info.arch},
+                 {"requests_active", r.in_use}, {"requests_waiting", r.waiting}};
+    if (!r.error.empty()) meta["load_error"] = r.error;
+    if (ModelRegistry::Lease b = state.models->try_acquire(i, false)) {
+      meta["n_ctx"] = b->n_ctx;
+      meta["kv_cells"] = b->kv_cells;
+      meta["n_vocab"] = b->n_vocab;
+      meta["chat_template"] = b->chat_template;
+    }
+    data.push_back(
+        {{"id", r.info.name}, {"object", "model"}, {"created", started_at}, {"owned_by", "ubatch"}, {"meta", meta}});
+  }
+  send_json(res, 200, {{"object", "list"}, {"data", data}});
 }
 
 void metrics(ServerState& state, http::Response& res) {
   ServerMetrics s;
-  const Backend* b = state.backend.load();
-  s.ready = b != nullptr;
+  s.ready = state.models->serving();
   {
     std::lock_guard<std::mutex> lock(state.counters.mutex);
     s.responses_by_status = state.counters.responses_by_status;
@@ -82,12 +103,21 @@ void metrics(ServerState& state, http::Response& res) {
     s.slow_clients = t->slow_clients.load();
     s.bad_requests = t->bad_requests.load();
   }
-  if (b) {
-    const sched::MetricsSnapshot m = b->engine->metrics();
-    res.set_content(render_prometheus(&m, s), "text/plain; version=0.0.4; charset=utf-8");
-  } else {
-    res.set_content(render_prometheus(nullptr, s), "text/plain; version=0.0.4; charset=utf-8");
+  s.models_budget_bytes = state.models->budget_bytes();
+  std::vector<ModelMetrics> models;
+  const std::vector<ModelRegistry::Row> rows = state.models->rows();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ModelMetrics m;
+    m.name = rows[i].info.name;
+    m.state = rows[i].state;
+    m.memory_bytes = rows[i].info.memory_bytes;
+    m.loads = rows[i].loads;
+    m.unloads = rows[i].unloads;
+    m.waiting = rows[i].waiting;
+    if (ModelRegistry::Lease b = state.models->try_acquire(i, false)) m.engine = b->engine->metrics();
+    models.push_back(std::move(m));
   }
+  res.set_content(render_prometheus(models, s), "text/plain; version=0.0.4; charset=utf-8");
   res.status = 200;
 }
 
@@ -99,11 +129,22 @@ std::optional<ApiError> read_flag(const json& body, const char* key, bool& out) 
   return std::nullopt;
 }
 
+// The model a synchronous route's body names (model_route.h), loaded now; null with the error
+// sent otherwise.
+ModelRegistry::Lease body_model(ServerState& state, const json& body, http::Response& res) {
+  std::string name;
+  if (auto e = requested_model(body, name)) return send_error(res, *e), nullptr;
+  ApiError error;
+  ModelRegistry::Lease b = model_now(state, name, RequestKind::Completion, &error);
+  if (!b) send_error(res, error);
+  return b;
+}
+
 void tokenize(ServerState& state, const http::Request& req, http::Response& res) {
-  const Backend* b = require_backend(state, res);
-  if (!b) return;
   json body;
   if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  const ModelRegistry::Lease b = body_model(state, body, res);
+  if (!b) return;
   auto content = body.find("content");
   if (content == body.end() || !content->is_string())
     return send_error(res, invalid_request("'content' must be a string", "content", "invalid_type"));
@@ -127,10 +168,10 @@ void tokenize(ServerState& state, const http::Request& req, http::Response& res)
 }
 
 void detokenize(ServerState& state, const http::Request& req, http::Response& res) {
-  const Backend* b = require_backend(state, res);
-  if (!b) return;
   json body;
   if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  const ModelRegistry::Lease b = body_model(state, body, res);
+  if (!b) return;
   auto tokens = body.find("tokens");
   if (tokens == body.end() || !tokens->is_array())
     return send_error(res, invalid_request("'tokens' must be an array of token ids", "tokens", "invalid_type"));

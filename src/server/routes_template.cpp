@@ -2,17 +2,21 @@
 
 #include "server/errors.h"
 #include "server/json_request.h"
+#include "server/model_route.h"
 
 namespace ubatch::server {
 
 namespace {
 
 void apply_template(ServerState& state, const http::Request& req, http::Response& res) {
-  const Backend* b = state.backend.load();
-  if (!b) return send_error(res, unavailable("the model is loading; retry shortly", 1));
-  if (!b->chat) return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
   nlohmann::json body;
   if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  std::string name;
+  if (auto e = requested_model(body, name)) return send_error(res, *e);
+  ApiError error;
+  const ModelRegistry::Lease b = model_now(state, name, RequestKind::Chat, &error);
+  if (!b) return send_error(res, error);
+  if (!b->chat) return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
   const ChatSetup setup{b->chat.get(), &ordered};
   ParsedRequest parsed;

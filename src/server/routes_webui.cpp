@@ -12,6 +12,7 @@
 #include "sched/engine.h"
 #include "server/dashboard.h"
 #include "server/errors.h"
+#include "server/model_route.h"
 #include "server/sse.h"
 #include "server/webui_assets.h"
 
@@ -108,9 +109,14 @@ std::optional<std::string> query_param(std::string_view query, std::string_view 
 // construction until it ends (release()).
 class DashboardStream : public std::enable_shared_from_this<DashboardStream> {
  public:
-  DashboardStream(ServerState& state, const sched::Engine& engine, int interval_ms,
+  DashboardStream(ServerState& state, size_t model, ModelRegistry::Lease lease, int interval_ms,
                   std::shared_ptr<std::atomic<int>> n_streams, std::shared_ptr<http::Exchange> ex)
-      : state_(state), feed_(engine, interval_ms), n_streams_(std::move(n_streams)), ex_(std::move(ex)) {}
+      : state_(state),
+        model_(model),
+        lease_(std::move(lease)),
+        feed_(*lease_->engine, interval_ms),
+        n_streams_(std::move(n_streams)),
+        ex_(std::move(ex)) {}
 
   ~DashboardStream() { release(); }
 
@@ -134,7 +140,10 @@ class DashboardStream : public std::enable_shared_from_this<DashboardStream> {
  private:
   DashboardServerInfo server_info() const {
     DashboardServerInfo info;
-    info.model = state_.config.model_name;
+    info.model = lease_->name;
+    for (const ModelRegistry::Row& r : state_.models->rows())
+      info.models.push_back({{"id", r.info.name}, {"status", model_state_name(r.state)},
+                             {"requests_active", r.in_use}, {"requests_waiting", r.waiting}});
     info.api_key_required = !state_.config.api_key.empty();
     info.streams_active = state_.counters.streams_active.load();
     info.disconnects = state_.counters.disconnects.load();
@@ -147,6 +156,9 @@ class DashboardStream : public std::enable_shared_from_this<DashboardStream> {
   void tick() {
     if (over_) return;
     if (state_.draining || state_.stopping) return finish();
+    // Another model waits for room and this one is next out: let go of it (a browser's
+    // EventSource reconnects, to whichever model is loaded then).
+    if (state_.models->unload_wanted(model_)) return finish();
     std::string event;
     try {
       event = feed_.next_event(server_info());
@@ -180,6 +192,8 @@ class DashboardStream : public std::enable_shared_from_this<DashboardStream> {
   }
 
   ServerState& state_;
+  size_t model_;
+  ModelRegistry::Lease lease_;  // the model watched stays loaded while the stream is open
   DashboardFeed feed_;
   std::shared_ptr<std::atomic<int>> n_streams_;
   std::shared_ptr<http::Exchange> ex_;
@@ -195,8 +209,22 @@ void dashboard_events(ServerState& state, const std::shared_ptr<std::atomic<int>
     ex->respond(std::move(res));
   };
   if (state.draining) return refuse(unavailable("the server is shutting down", kDrainingRetryAfterS));
-  const Backend* b = state.backend.load();
-  if (!b) return refuse(unavailable("the model is loading; retry shortly", 1));
+  // ?model=NAME: that model, when loaded; without it the first loaded model.
+  const std::optional<std::string> name = query_param(ex->request().query, "model");
+  if (!name) return refuse(invalid_request("'model' is not a valid query parameter", "model"));
+  ModelRegistry& models = *state.models;
+  ModelRegistry::Lease b;
+  std::optional<size_t> index;
+  if (!name->empty() || models.size() == 1) {
+    ApiError error;
+    index = models.resolve(*name, RequestKind::Other);
+    b = model_now(state, *name, RequestKind::Other, &error);
+    if (!b) return refuse(error);
+  } else {
+    for (size_t i = 0; i < models.size() && !b; ++i)
+      if ((b = models.try_acquire(i, false))) index = i;
+    if (!b) return refuse(unavailable("no model is loaded yet; retry shortly", 1));
+  }
   const std::string range = fmt::format("'interval_ms' must be an integer in [{}, {}]", DashboardFeed::kMinIntervalMs,
                                         DashboardFeed::kMaxIntervalMs);
   const std::optional<std::string> value = query_param(ex->request().query, "interval_ms");
@@ -206,7 +234,7 @@ void dashboard_events(ServerState& state, const std::shared_ptr<std::atomic<int>
     n_streams->fetch_sub(1);
     return refuse(unavailable(fmt::format("too many dashboard streams open (at most {})", kMaxDashboardStreams), 5));
   }
-  std::make_shared<DashboardStream>(state, *b->engine, *interval, n_streams, ex)->start();
+  std::make_shared<DashboardStream>(state, *index, std::move(b), *interval, n_streams, ex)->start();
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// What the route handlers share: the configuration, the backend (engine + tokenizer, set
-// once the model is loaded), the drain and stop flags, and the server's own counters for
-// /metrics.
+// What the route handlers share: the configuration, the models (model_registry.h: which exist,
+// which are loaded, each one's engine and tokenizer), the drain and stop flags, and the
+// server's own counters for /metrics.
 // Internal to src/server/.
 #pragma once
 
@@ -12,22 +12,11 @@
 #include <mutex>
 #include <string>
 
-#include "chat/chat_renderer.h"
 #include "server/http/server.h"
 #include "server/http_server.h"
+#include "server/model_registry.h"
 
 namespace ubatch::server {
-
-struct Backend {
-  sched::Engine* engine = nullptr;
-  const Tokenizer* tokenizer = nullptr;
-  std::string chat_template;     // resolved: the model's template or a family name
-  std::shared_ptr<const chat::ChatRenderer> chat;  // null: the template cannot render (chat answers 500)
-  std::string chat_template_error;  // why chat is null
-  int32_t n_ctx = 0;     // most tokens one request's sequence may hold (prompt + generated)
-  int32_t kv_cells = 0;  // KV cache capacity, all sequences together
-  int32_t n_vocab = 0;
-};
 
 struct HttpCounters {
   std::mutex mutex;
@@ -67,16 +56,19 @@ class DrainListeners {
 };
 
 struct ServerState {
-  explicit ServerState(ServerConfig c) : config(std::move(c)) {}
+  explicit ServerState(ServerConfig c)
+      : config(std::move(c)), models(std::make_unique<ModelRegistry>(config.model_name, config.chat_template)) {}
   const ServerConfig config;
-  std::atomic<const Backend*> backend{nullptr};  // null while loading; set once
-  std::unique_ptr<Backend> backend_owner;
+  // One model attached by HttpServer::set_backend, or several (HttpServer::serve_models);
+  // replaced only before start().
+  std::unique_ptr<ModelRegistry> models;
   std::atomic<bool> draining{false};  // graceful shutdown began: /health 503, new completions 503
   std::atomic<bool> stopping{false};  // stop() began: requests still running are ended
   const http::TransportStats* transport = nullptr;  // connection counters (for /metrics)
   HttpCounters counters;
   DrainListeners on_drain;  // called by HttpServer::drain after `draining` is set
   std::string id_salt;  // random per process: response ids differ across restarts
+  std::atomic<uint64_t> response_seq{0};  // response ids: unique across models and reloads
 };
 
 }  // namespace ubatch::server

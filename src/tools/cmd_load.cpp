@@ -1,35 +1,36 @@
 // `ubatch load`: a load generator for any OpenAI-compatible endpoint — closed loop (--users)
 // or open loop (--rate, Poisson), synthetic or JSONL prompts, streaming with per-token
 // timing; TTFT, ITL, TPOT, end-to-end latency percentiles, throughput, errors by kind;
-// --json / --svg results and a --sweep over user counts. Logic in bench/load_driver.h;
+// --json / --svg results and a --sweep over user counts. Logic in loadgen/load_driver.h;
 // usage in docs/BENCH_TOOLS.md.
 #include <fmt/format.h>
 
 #include "bench/args.h"
-#include "bench/load_driver.h"
-#include "bench/load_plots.h"
-#include "bench/progress.h"
-#include "bench/prompts.h"
-#include "bench/svg.h"
+#include "loadgen/load_driver.h"
+#include "loadgen/load_plots.h"
+#include "loadgen/progress.h"
+#include "loadgen/prompts.h"
+#include "loadgen/svg.h"
 #include "tools/command.h"
 
 namespace ubatch::tools {
 namespace {
 
 struct LoadCliOptions {
-  bench::LoadConfig cfg;
+  loadgen::LoadConfig cfg;
   std::string prompt_tokens = "32:256";
   std::string max_tokens = "16:128";
   std::string prompts_file;
   std::string sweep;
   std::string json_out, svg_out;
-  bench::UrgentClass urgent;
-  bench::SharedPrefixes prefixes;
+  std::string mix;  // --mix (load_mix.h)
+  loadgen::UrgentClass urgent;
+  loadgen::SharedPrefixes prefixes;
   bool quiet = false;
 };
 
 nlohmann::json config_json(const LoadCliOptions& o) {
-  const bench::LoadConfig& c = o.cfg;
+  const loadgen::LoadConfig& c = o.cfg;
   return {{"url", c.endpoint.url},           {"endpoint", c.endpoint.endpoint},
           {"model", c.endpoint.model},       {"users", c.users},
           {"rate", c.rate},                  {"think_ms", c.think_ms},
@@ -39,11 +40,13 @@ nlohmann::json config_json(const LoadCliOptions& o) {
           {"ignore_eos", c.endpoint.ignore_eos},
           {"urgent_share", o.urgent.share},  {"urgent_priority", o.urgent.priority},
           {"urgent_deadline_ms", o.urgent.deadline_ms},
-          {"shared_prefixes", o.prefixes.count},  {"prefix_tokens", o.prefixes.words}};
+          {"shared_prefixes", o.prefixes.count},  {"prefix_tokens", o.prefixes.words},
+          {"mix", o.mix}};
 }
 
 int run_load_cmd(LoadCliOptions o) {
   using namespace ubatch::bench;
+  using namespace ubatch::loadgen;
   if (o.cfg.duration_s <= 0 && o.cfg.n_requests <= 0) o.cfg.duration_s = 30;
   auto pt = parse_range(o.prompt_tokens, "--prompt-tokens", 1, 1 << 20);
   if (!pt) return fmt::print(stderr, "error: {}\n", pt.message()), 1;
@@ -66,16 +69,29 @@ int run_load_cmd(LoadCliOptions o) {
   }
   if (Status s = validate(o.cfg); !s) return fmt::print(stderr, "error: {}\n", s.message()), 1;
 
-  const RequestMix mix(o.cfg.seed, pt.value(), mt.value(), std::move(prompts), o.urgent, o.prefixes);
+  RequestMix mix(o.cfg.seed, pt.value(), mt.value(), std::move(prompts), o.urgent, o.prefixes);
+  if (!o.mix.empty()) {
+    auto classes = parse_mix(o.mix);
+    if (!classes) return fmt::print(stderr, "error: {}\n", classes.message()), 1;
+    mix.set_classes(std::move(classes.value()));
+  }
+  // With a mix, each model's busy time comes from the server's /metrics before and after.
+  auto scrape = [&o] {
+    std::string text;
+    HttpStreamClient c(o.cfg.endpoint);
+    return c.get("/metrics", &text) == 200 ? text : std::string();
+  };
   ProgressBar bar(!o.quiet);
   std::vector<LoadReport> reports;
   for (int64_t users : users_list) {
     LoadConfig cfg = o.cfg;
     cfg.users = static_cast<int32_t>(users);
     const std::string label = o.cfg.rate > 0 ? fmt::format("rate {}", cfg.rate) : fmt::format("users {}", users);
+    const std::string before = mix.has_kinds() ? scrape() : std::string();
     Result<LoadReport> r = run_load(cfg, mix, [&](const Progress& p) { bar.update(p, label); });
     bar.finish();
     if (!r) return fmt::print(stderr, "error: {}\n", r.message()), 1;
+    if (mix.has_kinds()) r->model_busy_s = busy_seconds_delta(before, scrape());
     if (!o.quiet || users_list.size() == 1) fmt::print("{}", format_text(r.value()));
     reports.push_back(std::move(r.value()));
   }
@@ -120,10 +136,14 @@ int run_load_cmd(LoadCliOptions o) {
 
 std::function<int()> setup_load(CLI::App& sub) {
   auto o = std::make_shared<LoadCliOptions>();
-  bench::LoadConfig& c = o->cfg;
+  loadgen::LoadConfig& c = o->cfg;
   sub.add_option("--url", c.endpoint.url, "server base URL")->capture_default_str();
   sub.add_option("--endpoint", c.endpoint.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
   sub.add_option("--model", c.endpoint.model, "\"model\" field of the requests (default: omitted)");
+  sub.add_option("--mix", o->mix,
+                 "a mix of request kinds, each request drawn by weight: KIND[@MODEL][:WEIGHT],... with KIND chat, "
+                 "completion or embedding (e.g. chat@smollm2-135m-instruct-q4_1:2,completion@gemma-3-270m-q4_k_m:1,"
+                 "embedding@gemma-3-270m-q4_k_m:1); reports each kind and each model's busy share (from /metrics)");
   sub.add_option("--api-key", c.endpoint.api_key, "sent as Authorization: Bearer KEY");
   sub.add_option("--users", c.users, "closed loop: concurrent users")->capture_default_str()->check(CLI::Range(1, 100000));
   sub.add_option("--rate", c.rate, "open loop: Poisson arrivals per second (overrides --users)")

@@ -1,6 +1,9 @@
 // `ubatch serve`: the OpenAI-compatible HTTP server (src/server/) over the engine
-// (src/sched/). With no arguments it serves the embedded default model on 127.0.0.1:8080.
-// The port opens first (/health answers 503 while the model loads). SIGINT or SIGTERM starts
+// (src/sched/). With no arguments it serves the two embedded models (Gemma 3 270M for
+// completions, SmolLM2-135M-Instruct for chat) on 127.0.0.1:8080; -m (repeatable, --alias after
+// each) and --models-dir name others, loaded on demand within --models-memory
+// (serve_models.h, server/model_registry.h). The port opens first (/health answers 503 until
+// a first model is loaded). SIGINT or SIGTERM starts
 // a graceful shutdown: /health answers 503 "draining", new requests are refused, running ones
 // may finish within --shutdown-timeout seconds, then the rest are cancelled (a stream gets a
 // final error event); exit status 0. A second signal skips the wait.
@@ -9,9 +12,6 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <thread>
-
-#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -19,11 +19,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "grammar/grammar_cache.h"
 #include "sched/engine.h"
 #include "server/http_server.h"
 #include "tools/command.h"
 #include "tools/options.h"
+#include "tools/serve_models.h"
 
 namespace ubatch::tools {
 namespace {
@@ -35,7 +35,10 @@ struct ServeOptions {
   sched::EngineConfig engine;
   std::string policy = "ubatch";
   std::string pooling;  // --pooling: "" (the model file's, else mean), mean, cls, last
-  std::string alias;
+  std::vector<ModelFile> models;         // -m (repeatable), each with the --alias after it
+  std::string models_dir;
+  std::string models_memory;             // "" : kDefaultModelsMemoryShare of MemAvailable
+  std::string chat_model, completion_model;
   std::string log_level = "info";
   double shutdown_timeout_s = 10;
   bool perf = false;
@@ -83,7 +86,6 @@ int run_serve(ServeOptions& o) {
   }
   cfg.sampling = o.sampling;
   cfg.random_seed = o.seed_option == nullptr || o.seed_option->count() == 0;
-  cfg.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(o.model.model).stem().string();
   // Every connection is a descriptor: lift the soft limit to the hard one, and keep
   // --max-connections within it (with room for the model file, logs and the listener).
   rlimit nofile{};
@@ -101,42 +103,60 @@ int run_serve(ServeOptions& o) {
     }
   }
 
+  // The models: -m files (with their aliases), --models-dir; none: the two embedded models,
+  // chat to the instruct model (SmolLM2) and completions to the base model (Gemma 3).
+  std::vector<ModelFile> files = o.models;
+  server::RegistryOptions ropt;
+  ropt.default_chat = o.chat_model;
+  ropt.default_completion = o.completion_model;
+  if (files.empty() && o.models_dir.empty()) {
+    const std::filesystem::path base = default_model_path();
+    const std::filesystem::path chat = base.parent_path() / "smollm2-135m-instruct-q4_1.gguf";
+    files.push_back({base.string(), ""});
+    std::error_code ec;
+    if (std::filesystem::exists(chat, ec)) {
+      files.push_back({chat.string(), ""});
+      if (ropt.default_chat.empty()) ropt.default_chat = chat.stem().string();
+      if (ropt.default_completion.empty()) ropt.default_completion = base.stem().string();
+    }
+  }
+  Result<std::vector<ModelFile>> collected = collect_model_files(std::move(files), o.models_dir);
+  if (!collected) return fmt::print(stderr, "error: {}\n", collected.message()), 1;
+  o.model.ctx_sequences = o.engine.n_parallel;  // --n-ctx 0: a full context for every slot
+  std::vector<server::ModelInfo> infos;
+  for (const ModelFile& f : collected.value()) {
+    Result<server::ModelInfo> info = probe_model(f, o.model);
+    if (!info) return fmt::print(stderr, "error: {}\n", info.message()), 1;
+    infos.push_back(std::move(info.value()));
+  }
+  const uint64_t available = available_memory_bytes();
+  if (!o.models_memory.empty()) {
+    Result<uint64_t> budget = parse_memory_budget(o.models_memory, available);
+    if (!budget) return fmt::print(stderr, "error: {}\n", budget.message()), 1;
+    ropt.budget_bytes = budget.value();
+  } else {
+    ropt.budget_bytes = static_cast<uint64_t>(static_cast<double>(available) * kDefaultModelsMemoryShare);
+  }
+  cfg.model_name = infos.front().name;
   server::HttpServer http(cfg);
+  if (Status s = http.serve_models(infos, make_model_loader(o.model, o.engine), ropt); !s)
+    return fmt::print(stderr, "error: {}\n", s.message()), 1;
   Result<int> port = http.bind();
   if (!port) return fmt::print(stderr, "error: {}\n", port.message()), 1;
   if (Status s = http.start(); !s) return fmt::print(stderr, "error: {}\n", s.message()), 1;
-  spdlog::info("listening on http://{}:{} ({} HTTP I/O threads, at most {} connections); loading {}", cfg.host,
-               port.value(), cfg.http_threads, cfg.max_connections, o.model.model);
-
-  o.model.ctx_sequences = o.engine.n_parallel;  // --n-ctx 0: a full context for every slot
-  Result<Loaded> loaded = load(o.model, true);
-  if (!loaded) {
-    spdlog::error("{}", loaded.message());
-    http.stop();
-    return 1;
-  }
-  // One request may use the whole cache, but never more than the model was trained for.
-  o.engine.n_ctx_seq = std::max(0, loaded->model->hparams().n_ctx_train);
+  spdlog::info("listening on http://{}:{} ({} HTTP I/O threads, at most {} connections); {} models, memory budget "
+               "{:.0f} MiB", cfg.host, port.value(), cfg.http_threads, cfg.max_connections, infos.size(),
+               static_cast<double>(ropt.budget_bytes) / 1048576.0);
+  for (const server::ModelInfo& m : infos)
+    spdlog::info("model {}: {} ({}, {:.0f} MiB file, about {:.0f} MiB loaded){}{}", m.name, m.path, m.arch,
+                 static_cast<double>(m.file_bytes) / 1048576.0, static_cast<double>(m.memory_bytes) / 1048576.0,
+                 m.name == ropt.default_chat ? "; default for chat" : "",
+                 m.name == ropt.default_completion ? "; default for completions" : "");
+  http.preload_models();
+  spdlog::info("ready: policy {}, n_parallel {}, n_batch {} per model", sched::policy_name(o.engine.policy),
+               o.engine.n_parallel, o.engine.n_batch);
   int exit_code = 0;
   {
-    sched::Engine engine(*loaded->context, *loaded->tokenizer, o.engine);
-    // The grammar vocabulary (token pieces and trie) is built in the background, so the first
-    // structured-output request does not pay for it (one arriving earlier waits for it).
-    std::thread grammar_warm_up([&engine] { engine.grammars().warm_up(); });
-    http.set_backend(engine, *loaded->tokenizer);
-    spdlog::info("ready: model {} loaded in {:.0f} ms; n_ctx {} (KV cells, all sequences; {} per request), policy {}, "
-                 "n_parallel {}, n_batch {}",
-                 cfg.model_name, loaded->load_ms, engine.n_ctx(), engine.n_ctx_seq(), sched::policy_name(o.engine.policy),
-                 o.engine.n_parallel, o.engine.n_batch);
-    {
-      std::string features;
-      for (const std::string& f : loaded->model->features()) features += (features.empty() ? "" : "; ") + f;
-      spdlog::info("architecture {}: {}", loaded->model->hparams().arch, features);
-      for (const std::string& k : loaded->model->hparams().ignored_keys) spdlog::info("not applied: {}", k);
-      if (engine.model_pooling() != sched::Pooling::None)
-        spdlog::info("embedding model (pooling {} in the file): /v1/completions and /v1/chat/completions answer 400",
-                     sched::pooling_name(engine.model_pooling()));
-    }
     for (const std::string& line : machine_lines(o.model.n_threads)) spdlog::info("{}", line);
     if (cfg.webui)
       spdlog::info("web page (playground, live dashboard): http://{}:{}/", cfg.host, port.value());
@@ -159,13 +179,12 @@ int run_serve(ServeOptions& o) {
       spdlog::info("shutting down: cancelling {} requests still running", http.requests_in_flight());
     else
       spdlog::info("shutting down: no request running");
-    http.stop();  // before the engine goes: no handler may touch it afterwards
-    grammar_warm_up.join();
+    http.stop();  // the engines go with the server (its model registry)
     if (o.perf) {
       const double wall_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_ready).count();
-      fmt::print(stderr, "perf: load            {:.1f} ms\n{}{}", loaded->load_ms, perf_weights_line(*loaded->model),
-                 sched::perf_summary(engine.metrics(), wall_ms));
+      for (const auto& [name, metrics] : http.model_metrics())
+        fmt::print(stderr, "perf: model {}\n{}", name, sched::perf_summary(metrics, wall_ms));
     }
   }
   return exit_code;
@@ -234,7 +253,33 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_option("--shutdown-timeout", o->shutdown_timeout_s,
                  "on SIGTERM/SIGINT, seconds running requests may take to finish before they are cancelled")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
-  sub.add_option("--alias", o->alias, "model id in /v1/models and responses (default: the file name)");
+  sub.remove_option(sub.get_option("--model"));
+  // Parsed as they come (trigger_on_parse), so that an --alias names the -m before it.
+  sub.add_option_function<std::string>(
+         "-m,--model", [o](const std::string& path) { o->models.push_back({path, ""}); },
+         "GGUF model file to serve (repeat for several; default: the embedded Gemma 3 270M and, when "
+         "installed, SmolLM2-135M-Instruct)")
+      ->trigger_on_parse()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub.add_option_function<std::string>(
+         "--alias", [o](const std::string& alias) {
+           if (o->models.empty()) throw CLI::ValidationError("--alias", "--alias must follow the -m it names");
+           if (!o->models.back().name.empty())
+             throw CLI::ValidationError("--alias", "two --alias for the -m " + o->models.back().path);
+           o->models.back().name = alias;
+         },
+         "model id in /v1/models and responses for the -m before it (default: the file's stem)")
+      ->trigger_on_parse()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub.add_option("--models-dir", o->models_dir, "serve every .gguf file of this directory too (named by file stem)");
+  sub.add_option("--models-memory", o->models_memory,
+                 "most memory the loaded models may take together (estimates: file x2 + KV cache): bytes with an "
+                 "optional K/M/G/T, or a percentage of available memory; past it the least recently used idle "
+                 "model is unloaded (default: 75% of MemAvailable)");
+  sub.add_option("--chat-model", o->chat_model, "model for chat requests that name none (default: the first)");
+  sub.add_option("--completion-model", o->completion_model,
+                 "model for completion and embedding requests that name none (default: the first)");
+  sub.add_option("--model-wait", s.model_wait_s,
+                 "seconds a request for a model that is not loaded waits for it (or its deadline_ms) before 503")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   sub.add_option("--chat-template", s.chat_template,
                  "chat format: a family (gemma, llama3, chatml, llama2, phi3), a template file, or a template's "
                  "text (default: the model's, else guessed from its vocabulary)");

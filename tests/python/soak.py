@@ -1211,13 +1211,15 @@ PREEMPT_PRIORITY = 'ubatch_preemptions_total{cause="priority"}'
 
 
 def parse_metrics(text):
+    """{"name{labels}": value}, the model label left out (summed over the models served)."""
     out = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         name, _, value = line.rpartition(" ")
+        name = re.sub(r'model="[^"]*",?', "", name).replace("{}", "")
         try:
-            out[name] = float(value)
+            out[name] = out.get(name, 0.0) + float(value)
         except ValueError:
             pass
     return out

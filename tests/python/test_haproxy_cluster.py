@@ -344,13 +344,14 @@ def wait_metric(port, name, value, timeout_s=60, at_most=False):
 
 
 def metric_value(port, name):
-    """The replica's /metrics value of `name` (an unlabelled sample); 0 when absent."""
+    """The replica's /metrics value of `name` (summed over its models' labels); 0 when absent."""
     status, text = get(port, "/metrics")
     check(status == 200, f"/metrics answered {status}")
+    total = 0.0
     for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
+        if line.startswith(name + " ") or line.startswith(name + '{model="'):
+            total += float(line.split()[-1])
+    return total
 
 
 def raw_post(port, path, body):

@@ -52,12 +52,17 @@ def wait_for(fn, timeout, what, interval=0.1):
 
 
 def metric(base_url, key, name):
+    """The sum of `name` over the models served (engine series carry a model label)."""
     req = urllib.request.Request(base_url + "/metrics", headers={"Authorization": f"Bearer {key}"})
+    total, seen = 0.0, False
     with urllib.request.urlopen(req, timeout=30) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
+            if line.startswith(name + " ") or line.startswith(name + '{model="'):
+                total += float(line.split()[-1])
+                seen = True
+    if not seen:
+        raise AssertionError(f"{name} not in /metrics")
+    return total
 
 
 def start_browser(args):
@@ -104,10 +109,10 @@ def main():
         driver.find_element(By.ID, "key-input").send_keys(args.api_key)
         driver.find_element(By.ID, "key-save").click()
         check(js("return localStorage.getItem('ubatch.apiKey')") == args.api_key, "key not kept in localStorage")
-        wait_for(lambda: driver.find_element(By.ID, "model-name").text, 15, "the model name")
+        wait_for(lambda: driver.find_element(By.ID, "model-select").text, 15, "the model selector")
         # A reload finds the key in storage: no dialog.
         driver.refresh()
-        wait_for(lambda: driver.find_element(By.ID, "model-name").text, 15, "the model name after a reload")
+        wait_for(lambda: driver.find_element(By.ID, "model-select").text, 15, "the model selector after a reload")
         check(not js("return document.getElementById('key-dialog').open"), "the key was asked again after a reload")
         errors = [e for e in logs() if e["level"] == "SEVERE"]
         check(not errors, f"console errors: {errors}")

@@ -3,6 +3,7 @@
 // tiles, charts, counters, settings and the table of active requests.
 import { apiFetch, readEvents, ApiError } from "./api.js";
 import { cssColor, drawBatchChart, drawLines, drawStackedArea } from "./charts.js";
+import { onModelChange, selectedModel } from "./models.js";
 
 const WINDOW_MS = 60000;
 const $ = (id) => document.getElementById(id);
@@ -218,7 +219,11 @@ function render() {
   renderRequests(s);
   const e = s.engine;
   const share = e.busy_ms > 0 ? (100 * e.live_view_ms) / e.busy_ms : 0;
+  // Every model served: its state, the requests it answers and those waiting for it to load.
+  const models = (s.models || []).map((m) =>
+    `${m.id}: ${m.status}, ${m.requests_active} active` + (m.requests_waiting ? `, ${m.requests_waiting} waiting to load` : ""));
   setText("dash-footnote",
+    `Model ${s.settings.model}` + (models.length > 1 ? ` (served: ${models.join("; ")})` : "") + " · " +
     `Snapshot every ${s.interval_ms} ms from GET /v1/dashboard/events · ${s.http.dashboard_streams} dashboard stream(s) open · ` +
     `engine time publishing the request table: ${fmt(e.live_view_ms, 1)} ms of ${fmt(e.busy_ms / 1000, 1)} s busy (${share.toFixed(3)}%)`);
 }
@@ -243,7 +248,8 @@ async function streamLoop() {
     state.controller = new AbortController();
     const signal = state.controller.signal;
     try {
-      const res = await apiFetch("/v1/dashboard/events?interval_ms=250", { signal, headers: { Accept: "text/event-stream" } });
+      const model = selectedModel() ? `&model=${encodeURIComponent(selectedModel())}` : "";
+      const res = await apiFetch(`/v1/dashboard/events?interval_ms=250${model}`, { signal, headers: { Accept: "text/event-stream" } });
       setConn("live", "live");
       backoff = 500;
       for await (const ev of readEvents(res, signal)) if (ev.event === "snapshot") onSnapshot(JSON.parse(ev.data));
@@ -285,6 +291,7 @@ export function setDashboardVisible(visible) {
 }
 
 export function initDashboard() {
+  onModelChange(() => restartDashboard());
   window.addEventListener("resize", () => {
     if (state.visible) render();
   });

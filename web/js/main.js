@@ -1,5 +1,6 @@
-// The page's entry point: tabs (#playground, #dashboard), the API key dialog, the model name.
-import { authRequired, getKey, setKey, getJson, onUnauthorized } from "./api.js";
+// The page's entry point: tabs (#playground, #dashboard), the API key dialog, the model selector.
+import { authRequired, getKey, setKey, onUnauthorized } from "./api.js";
+import { initModels, loadModels } from "./models.js";
 import { initPlayground } from "./playground.js";
 import { initDashboard, setDashboardVisible, restartDashboard } from "./dashboard.js";
 
@@ -27,23 +28,13 @@ function openKeyDialog(message) {
   $("key-input").focus();
 }
 
-async function loadModel() {
-  try {
-    const models = await getJson("/v1/models");
-    const m = models.data && models.data[0];
-    if (m) $("model-name").textContent = m.meta ? `${m.id} · n_ctx ${m.meta.n_ctx}` : m.id;
-  } catch {
-    $("model-name").textContent = "";
-  }
-}
-
 function initKey() {
   $("key-button").hidden = !authRequired && !getKey();
   $("key-button").addEventListener("click", () => openKeyDialog());
   $("key-form").addEventListener("submit", () => {
     setKey($("key-input").value.trim());
     $("key-message").classList.remove("bad");
-    loadModel();
+    loadModels();
     restartDashboard();
   });
   $("key-cancel").addEventListener("click", () => $("key-dialog").close());
@@ -57,12 +48,13 @@ function initKey() {
 
 function init() {
   initKey();
+  initModels();
   initPlayground();
   initDashboard();
   window.addEventListener("hashchange", showTab);
   showTab();
   if (authRequired && !getKey()) openKeyDialog();
-  else loadModel();
+  else loadModels();
 }
 
 init();

@@ -2,6 +2,7 @@
 // /v1/chat/completions and /v1/completions, with the sampling controls and, per reply, its
 // tokens, TTFT, tokens/s, finish reason and cached prompt tokens.
 import { apiFetch, readEvents, ApiError } from "./api.js";
+import { selectedModel } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -150,7 +151,7 @@ async function stream(path, body, reply) {
     const res = await apiFetch(path, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+      body: JSON.stringify({ ...body, ...(selectedModel() ? { model: selectedModel() } : {}), stream: true, stream_options: { include_usage: true } }),
       signal,
     });
     for await (const ev of readEvents(res, signal)) {

@@ -7,9 +7,11 @@
 #include <map>
 #include <set>
 
-#include "bench/prompts.h"
+#include "loadgen/prompts.h"
 
 namespace ubatch::bench {
+
+using namespace ::ubatch::loadgen;
 namespace {
 
 TEST(BenchPrompts, SharedPrefixesStartEveryPrompt) {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 struct SseEvent {
   std::string type = "message";  // "event:" field
@@ -44,4 +44,4 @@ class SseParser {
   size_t n_events_ = 0;
 };
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,4 +1,4 @@
-#include "bench/prompts.h"
+#include "loadgen/prompts.h"
 
 #include <fmt/format.h>
 #include <fstream>
@@ -6,7 +6,7 @@
 #include <random>
 #include <sstream>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 Result<std::vector<PromptEntry>> parse_prompts_jsonl(std::string_view text, const std::string& source) {
   std::vector<PromptEntry> out;
@@ -123,6 +123,12 @@ RequestSpec RequestMix::make(int64_t index) const {
     const auto k = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(0, prefixes_.count - 1)(prefix_rng));
     s.prompt = shared_prefix(k) + ' ' + s.prompt;
   }
+  if (!classes_.empty()) {
+    const MixClass& c = pick_class(classes_, seed_, index);
+    s.endpoint = c.endpoint;
+    s.model = c.model;
+    s.kind = c.label();
+  }
   if (urgent_.share > 0) {
     // Its own generator, so adding the urgent class leaves prompts and lengths as they were.
     std::mt19937_64 class_rng = request_rng(seed_ ^ 0x75726765ull, index);
@@ -135,4 +141,4 @@ RequestSpec RequestMix::make(int64_t index) const {
   return s;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -22,13 +22,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/load_classes.h"
-#include "bench/load_client.h"
-#include "bench/prompts.h"
+#include "loadgen/load_classes.h"
+#include "loadgen/load_client.h"
+#include "loadgen/load_mix.h"
+#include "loadgen/prompts.h"
 #include "bench/stats.h"
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 struct LoadConfig {
   EndpointConfig endpoint;
@@ -71,6 +72,10 @@ struct LoadReport {
   bool has_classes = false;
   ClassReport urgent, normal;
   int64_t n_lost = 0;  // ended with neither a response nor a deadline outcome
+  // A mix of kinds (--mix; load_mix.h): each kind's outcome, and each model's busy seconds
+  // during the run as the server's /metrics counted them (empty when not read).
+  std::map<std::string, ClassReport> kinds;
+  std::map<std::string, double> model_busy_s;
   std::vector<RequestResult> requests;  // every finished request, in completion order
 };
 
@@ -86,4 +91,4 @@ nlohmann::json to_json(const LoadReport& r, bool with_requests);
 // A few lines for the terminal.
 std::string format_text(const LoadReport& r);
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -13,10 +13,13 @@
 #include <vector>
 
 #include "bench/args.h"
-#include "bench/load_client.h"
+#include "loadgen/load_client.h"
+#include "loadgen/load_mix.h"
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
+
+using bench::IntRange;
 
 struct PromptEntry {
   std::string prompt;
@@ -54,6 +57,9 @@ class RequestMix {
   RequestMix(uint64_t seed, IntRange prompt_words, IntRange max_tokens, std::vector<PromptEntry> prompts = {},
              UrgentClass urgent = {}, SharedPrefixes prefixes = {});
   RequestSpec make(int64_t index) const;
+  // A mix of kinds (load_mix.h): each request's endpoint, model and label are drawn from it.
+  void set_classes(std::vector<MixClass> classes) { classes_ = std::move(classes); }
+  bool has_kinds() const { return !classes_.empty(); }
   bool has_urgent_class() const { return urgent_.share > 0; }
   // The text of shared prefix k in [0, prefixes.count) (without the space that follows it).
   std::string shared_prefix(int32_t k) const;
@@ -64,6 +70,7 @@ class RequestMix {
   std::vector<PromptEntry> prompts_;
   UrgentClass urgent_;
   SharedPrefixes prefixes_;
+  std::vector<MixClass> classes_;
 };
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <string>
 
-#include "bench/load_driver.h"
+#include "loadgen/load_driver.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 // "[#########           ]  45%   13.5 s  done 120  err 0  in flight 4  52.3 tok/s"
 // (bar_width cells; label, when non-empty, goes first).
@@ -28,4 +28,4 @@ class ProgressBar {
   std::FILE* out_;
 };
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

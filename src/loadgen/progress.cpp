@@ -1,11 +1,11 @@
-#include "bench/progress.h"
+#include "loadgen/progress.h"
 
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <unistd.h>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 std::string render_progress(const Progress& p, int bar_width, const std::string& label) {
   const double f = std::clamp(std::isnan(p.fraction) ? 0.0 : p.fraction, 0.0, 1.0);
@@ -42,4 +42,4 @@ void ProgressBar::finish() {
   drawn_ = false;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,12 +1,12 @@
-// Plots of `ubatch load` results (bench/svg.h panels).
+// Plots of `ubatch load` results (loadgen/svg.h panels).
 #pragma once
 
 #include <vector>
 
-#include "bench/load_driver.h"
-#include "bench/svg.h"
+#include "loadgen/load_driver.h"
+#include "loadgen/svg.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 // One run: TTFT and end-to-end latency of every completed request against its start time,
 // and output tokens/s in 1-second bins of completion time (a request's tokens counted when it
@@ -17,4 +17,4 @@ std::vector<SvgPanel> run_panels(const LoadReport& r);
 // counts span more than a factor of 8).
 std::vector<SvgPanel> sweep_panels(const std::vector<LoadReport>& reports);
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,8 +1,8 @@
-#include "bench/load_classes.h"
+#include "loadgen/load_classes.h"
 
 #include <fmt/format.h>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 bool is_lost(const RequestResult& r) { return !r.ok && !r.deadline_missed(); }
 
@@ -52,4 +52,4 @@ std::string format_class(const std::string& name, const ClassReport& c) {
                      name, c.n_started, c.n_completed, c.n_lost, deadlines, c.ttft_ms.p50, c.ttft_ms.p99, c.e2e_ms.p99);
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,9 +1,9 @@
-#include "bench/load_plots.h"
+#include "loadgen/load_plots.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 std::vector<SvgPanel> run_panels(const LoadReport& r) {
   SvgPanel lat;
@@ -62,4 +62,4 @@ std::vector<SvgPanel> sweep_panels(const std::vector<LoadReport>& reports) {
   return {a, b};
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

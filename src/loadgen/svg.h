@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 struct SvgSeries {
   std::string name;
@@ -49,4 +49,4 @@ std::string xml_escape(std::string_view text);
 // Writes text to path (replacing it). Errors name the path.
 Status write_text_file(const std::string& path, const std::string& text);
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,4 +1,4 @@
-// The load driver (bench/load_driver.h) against an in-process fake OpenAI-style server on
+// The load driver (loadgen/load_driver.h) against an in-process fake OpenAI-style server on
 // loopback: closed and open loops, usage vs chunk counting, errors by kind, request mix and
 // JSONL prompts. (The run against the real `ubatch serve` is in test_bench_serve.cpp.)
 #include <gtest/gtest.h>
@@ -12,12 +12,14 @@
 #include <thread>
 #include <unistd.h>
 
-#include "bench/load_driver.h"
-#include "bench/prompts.h"
+#include "loadgen/load_driver.h"
+#include "loadgen/prompts.h"
 
 #include "server/http/server.h"
 
 namespace ubatch::bench {
+
+using namespace ::ubatch::loadgen;
 namespace {
 
 using json = nlohmann::json;

@@ -10,10 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/load_client.h"
+#include "loadgen/load_client.h"
 #include "bench/stats.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
+
+using bench::Summary;
+using bench::summarize;
 
 struct ClassReport {
   int64_t n_started = 0, n_completed = 0, n_errors = 0;
@@ -37,4 +40,4 @@ nlohmann::json to_json(const ClassReport& c);
 // One line for the terminal: "  urgent   n …, deadline missed …, TTFT p50/p99 …".
 std::string format_class(const std::string& name, const ClassReport& c);
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,12 +1,12 @@
-#include "bench/load_client.h"
+#include "loadgen/load_client.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "bench/http_client.h"
+#include "loadgen/http_client.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 using json = nlohmann::json;
 
@@ -21,10 +21,22 @@ Status validate(const EndpointConfig& cfg) {
   return Status::ok();
 }
 
+const std::string& spec_endpoint(const EndpointConfig& cfg, const RequestSpec& spec) {
+  return spec.endpoint.empty() ? cfg.endpoint : spec.endpoint;
+}
+
+bool is_embeddings(const std::string& endpoint) { return endpoint.find("embeddings") != std::string::npos; }
+
 json request_body(const EndpointConfig& cfg, const RequestSpec& spec) {
   json b = json::object();
-  if (!cfg.model.empty()) b["model"] = cfg.model;
-  if (cfg.is_chat())
+  const std::string& endpoint = spec_endpoint(cfg, spec);
+  const std::string& model = spec.model.empty() ? cfg.model : spec.model;
+  if (!model.empty()) b["model"] = model;
+  if (is_embeddings(endpoint)) {
+    b["input"] = spec.prompt;
+    return b;
+  }
+  if (endpoint.find("chat") != std::string::npos)
     b["messages"] = json::array({json{{"role", "user"}, {"content", spec.prompt}}});
   else
     b["prompt"] = spec.prompt;
@@ -196,6 +208,7 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
   using Clock = std::chrono::steady_clock;
   RequestResult r;
   r.index = spec.index;
+  r.kind = spec.kind;
   r.urgent = spec.urgent;
   r.has_deadline = spec.deadline_ms > 0;
   std::string body;
@@ -212,12 +225,18 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
   StreamCollector col(t_sent);
   HttpReply reply;
   HttpClient::Outcome out;
-  const HttpHeaders fields = impl_->fields(true);
+  const std::string& endpoint = spec_endpoint(impl_->cfg, spec);
+  const bool embeddings = is_embeddings(endpoint);
+  std::string whole;  // embeddings: the JSON answer
+  const HttpHeaders fields = impl_->fields(!embeddings);
   for (int attempt = 0;; ++attempt) {
+    whole.clear();
     out = impl_->cli.request(
-        "POST", impl_->cfg.endpoint, fields, body, reply, {}, [&](std::string_view bytes) {
+        "POST", endpoint, fields, body, reply, {}, [&](std::string_view bytes) {
           const Clock::time_point now = Clock::now();
-          if (reply.status >= 200 && reply.status < 300)
+          if (embeddings && reply.status >= 200 && reply.status < 300)
+            whole.append(bytes);
+          else if (reply.status >= 200 && reply.status < 300)
             col.feed(bytes, now);
           else if (err_body.size() < 4096)
             err_body.append(bytes.substr(0, 4096 - err_body.size()));
@@ -251,8 +270,35 @@ RequestResult HttpStreamClient::send(const RequestSpec& spec, std::chrono::stead
     r.e2e_ms = std::chrono::duration<double, std::milli>(t_end - t_sent).count();
     return r;
   }
+  if (embeddings) {
+    // One answer: its latency is both TTFT and e2e; it generates no tokens.
+    r.e2e_ms = std::chrono::duration<double, std::milli>(t_end - t_sent).count();
+    const json j = json::parse(whole, nullptr, false);
+    const json* data = member(j, "data");
+    r.ok = data && data->is_array() && !data->empty() && member((*data)[0], "embedding");
+    if (!r.ok) {
+      r.error_kind = "bad_response";
+      r.error = "embeddings answer without data[0].embedding: " + whole.substr(0, 200);
+      return r;
+    }
+    r.ttft_ms = r.e2e_ms;
+    if (const json* usage = member(j, "usage")) {
+      r.n_prompt_tokens = int_or(member(*usage, "prompt_tokens"), -1);
+      r.usage_reported = r.n_prompt_tokens >= 0;
+    }
+    r.finish_reason = "stop";
+    return r;
+  }
   col.finish(r, t_end);
   return r;
+}
+
+int HttpStreamClient::get(const std::string& path, std::string* body) {
+  HttpReply reply;
+  HttpClient::Outcome out = impl_->cli.request("GET", path, impl_->fields(false), "", reply);
+  if (!out.ok()) return 0;
+  *body = std::move(reply.body);
+  return reply.status;
 }
 
 int HttpStreamClient::get_status(const std::string& path) {
@@ -261,4 +307,4 @@ int HttpStreamClient::get_status(const std::string& path) {
   return out.ok() ? reply.status : 0;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,4 +1,4 @@
-#include "bench/http_client.h"
+#include "loadgen/http_client.h"
 
 #include <openssl/ssl.h>
 
@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -274,4 +274,4 @@ HttpClient::Outcome HttpClient::request(const std::string& method, const std::st
   }
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

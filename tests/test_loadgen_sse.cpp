@@ -1,13 +1,15 @@
-// The SSE parser (bench/sse.h) on tricky framing, OpenAI chunk parsing, and the per-request
+// The SSE parser (loadgen/sse.h) on tricky framing, OpenAI chunk parsing, and the per-request
 // stream collector (timings, token counts, errors) on recorded bytes.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "bench/load_client.h"
-#include "bench/sse.h"
+#include "loadgen/load_client.h"
+#include "loadgen/sse.h"
 
 namespace ubatch::bench {
+
+using namespace ::ubatch::loadgen;
 namespace {
 
 std::vector<SseEvent> parse_all(const std::vector<std::string>& reads, SseParser* keep = nullptr) {
@@ -228,7 +230,10 @@ TEST(BenchSse, CollectorErrors) {
 
 TEST(BenchSse, RequestBody) {
   EndpointConfig cfg;
-  RequestSpec spec{3, "tell me", 7};
+  RequestSpec spec;
+  spec.index = 3;
+  spec.prompt = "tell me";
+  spec.max_tokens = 7;
   nlohmann::json b = request_body(cfg, spec);
   EXPECT_EQ(b["prompt"], "tell me");
   EXPECT_EQ(b["max_tokens"], 7);

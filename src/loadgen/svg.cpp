@@ -1,4 +1,4 @@
-#include "bench/svg.h"
+#include "loadgen/svg.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <limits>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 std::string xml_escape(std::string_view text) {
   std::string out;
@@ -207,4 +207,4 @@ std::string render_svg(const std::vector<SvgPanel>& panels, const SvgOptions& o)
   return out;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

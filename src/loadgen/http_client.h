@@ -15,7 +15,7 @@
 #include "common/http_headers.h"
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 struct HttpClientOptions {
   std::string scheme = "http";   // "http" or "https"
@@ -76,4 +76,4 @@ class HttpClient {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

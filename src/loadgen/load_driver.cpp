@@ -1,4 +1,4 @@
-#include "bench/load_driver.h"
+#include "loadgen/load_driver.h"
 
 #include <atomic>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 using Clock = std::chrono::steady_clock;
 
@@ -57,6 +57,7 @@ LoadReport summarize_requests(std::vector<RequestResult> requests, double wall_s
   r.urgent = summarize_class(requests, true);
   r.normal = summarize_class(requests, false);
   r.n_lost = r.urgent.n_lost + r.normal.n_lost;
+  r.kinds = summarize_kinds(requests);
   r.request_rate = wall_s > 0 ? static_cast<double>(r.n_completed) / wall_s : 0.0;
   r.output_tps = wall_s > 0 ? static_cast<double>(r.n_output_tokens) / wall_s : 0.0;
   r.requests = std::move(requests);
@@ -232,6 +233,17 @@ nlohmann::json to_json(const LoadReport& r, bool with_requests) {
                       {"output_tokens_per_request", summary_json(r.output_tokens)},
                       {"lost", r.n_lost}};
   if (r.has_classes) j["classes"] = {{"urgent", to_json(r.urgent)}, {"normal", to_json(r.normal)}};
+  if (!r.kinds.empty()) {
+    nlohmann::json kinds = nlohmann::json::object();
+    for (const auto& [kind, c] : r.kinds) kinds[kind] = to_json(c);
+    j["kinds"] = kinds;
+  }
+  if (!r.model_busy_s.empty()) {
+    nlohmann::json models = nlohmann::json::object();
+    for (const auto& [model, busy] : r.model_busy_s)
+      models[model] = {{"busy_s", busy}, {"share_of_wall", r.wall_s > 0 ? busy / r.wall_s : 0.0}};
+    j["models"] = models;
+  }
   if (with_requests) {
     nlohmann::json a = nlohmann::json::array();
     for (const RequestResult& q : r.requests)
@@ -247,6 +259,7 @@ nlohmann::json to_json(const LoadReport& r, bool with_requests) {
                    {"prompt_tokens", q.n_prompt_tokens},
                    {"finish_reason", q.finish_reason},
                    {"urgent", q.urgent},
+                   {"kind", q.kind},
                    {"deadline_missed", q.deadline_missed()}});
     j["requests"] = a;
   }
@@ -279,7 +292,11 @@ std::string format_text(const LoadReport& r) {
     s += format_class("urgent", r.urgent);
     s += format_class("normal", r.normal);
   }
+  for (const auto& [kind, c] : r.kinds) s += format_class(kind, c);
+  for (const auto& [model, busy] : r.model_busy_s)
+    s += fmt::format("  model {}: busy {:.2f} s of {:.2f} s ({:.0f}% of the wall time; the server's "
+                     "ubatch_busy_seconds_total)\n", model, busy, r.wall_s, r.wall_s > 0 ? 100.0 * busy / r.wall_s : 0.0);
   return s;
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -1,6 +1,6 @@
-#include "bench/sse.h"
+#include "loadgen/sse.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 void SseParser::feed(std::string_view bytes, std::vector<SseEvent>& out) {
   for (char c : bytes) {
@@ -74,4 +74,4 @@ void SseParser::line(std::string_view l, std::vector<SseEvent>& out) {
   // "retry" and unknown fields are ignored.
 }
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen

@@ -2,7 +2,7 @@
 // /v1/chat/completions), timed token by token: the client side of `ubatch load`.
 //
 // The body asks for `stream: true` and `stream_options: {include_usage: true}`; the reply is
-// read as Server-Sent Events (bench/sse.h) as it arrives. Each event's JSON is an OpenAI
+// read as Server-Sent Events (loadgen/sse.h) as it arrives. Each event's JSON is an OpenAI
 // chunk: text in choices[0].text (completions) or choices[0].delta.content (chat); usage
 // {prompt_tokens, completion_tokens} in the final chunk when the server reports it; an
 // {"error": …} object for a failure mid-stream; the stream ends with "data: [DONE]".
@@ -23,10 +23,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/sse.h"
+#include "loadgen/sse.h"
 #include "common/status.h"
 
-namespace ubatch::bench {
+namespace ubatch::loadgen {
 
 struct EndpointConfig {
   std::string url = "http://127.0.0.1:8080";  // scheme://host[:port]
@@ -51,10 +51,20 @@ struct RequestSpec {
   bool urgent = false;       // of the urgent class (RequestMix's UrgentClass)
   int32_t priority = 0;      // != 0: sent as "priority" (extension)
   int64_t deadline_ms = 0;   // > 0: sent as "deadline_ms" (extension)
+  // A class of a mix (--mix; load_mix.h): its own endpoint and model ("" : the config's) and
+  // its label ("" : no mix). The embeddings endpoint is answered in one JSON body, not a stream.
+  std::string endpoint;
+  std::string model;
+  std::string kind;
 };
 
+// The endpoint a spec goes to: its own, else the config's.
+const std::string& spec_endpoint(const EndpointConfig& cfg, const RequestSpec& spec);
+// True for /v1/embeddings (and /embeddings): one JSON answer, no stream.
+bool is_embeddings(const std::string& endpoint);
+
 // The JSON body for spec (prompt, or messages [{"role": "user", "content": prompt}] for the
-// chat endpoint; priority and deadline_ms when set).
+// chat endpoint, or {"input": prompt} for embeddings; priority and deadline_ms when set).
 nlohmann::json request_body(const EndpointConfig& cfg, const RequestSpec& spec);
 
 // What one chunk of an OpenAI stream says.
@@ -72,6 +82,7 @@ bool parse_stream_chunk(std::string_view data, StreamChunk& chunk);
 
 struct RequestResult {
   int64_t index = 0;
+  std::string kind;          // the spec's mix class ("" : no mix)
   double t_start_s = 0;      // when it was sent, seconds from the start of the run
   bool ok = false;
   int status = 0;            // HTTP status; 0: no response
@@ -137,6 +148,8 @@ class HttpStreamClient {
   RequestResult send(const RequestSpec& spec, std::chrono::steady_clock::time_point t_run);
 
   // GET path; returns the HTTP status (0 when no response).
+  // GET path: the status (0: no response) and the body in *body.
+  int get(const std::string& path, std::string* body);
   int get_status(const std::string& path);
 
  private:
@@ -144,4 +157,4 @@ class HttpStreamClient {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ubatch::bench
+}  // namespace ubatch::loadgen
