@@ -39,10 +39,14 @@ def free_port():
 def metric(base, name):
     req = urllib.request.Request(base + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
     with urllib.request.urlopen(req, timeout=30) as r:
+        total, found = 0.0, False
         for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise RuntimeError(f"{name} not in /metrics")
+            if line.startswith(name + " ") or line.startswith(name + '{model="'):  # summed over models
+                total += float(line.split()[-1])
+                found = True
+    if not found:
+        raise RuntimeError(f"{name} not in /metrics")
+    return total
 
 
 class Reader(threading.Thread):

@@ -330,15 +330,13 @@ def place_on_one_replica(cluster):
 
 
 def wait_metric(port, name, value, timeout_s=60, at_most=False):
-    """Polls the replica's /metrics until `name` >= value (<= value with at_most)."""
+    """Polls the replica's /metrics until `name` (summed over its models' labels) >= value
+    (<= value with at_most)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        status, text = get(port, "/metrics")
-        for line in text.splitlines():
-            if line.startswith(name + " "):
-                v = float(line.split()[1])
-                if (v <= value) if at_most else (v >= value):
-                    return True
+        v = metric_value(port, name)
+        if (v <= value) if at_most else (v >= value):
+            return True
         time.sleep(0.05)
     return False
 
