@@ -172,7 +172,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (op == 1 && !s.keys.empty()) {
       Key& k = s.keys[idx % s.keys.size()];
       k.kind = Key::U32;
-      k.u = v < 200 ? v : (v == 255 ? 0xffffffffu : (1u << (v - 200)));
+      k.u = v < 200 ? v : (v == 255 ? 0xffffffffu : (1u << ((v - 200) % 32)));  // shift < 32: defined
     } else if (op == 2 && !s.keys.empty()) {
       Key& k = s.keys[idx % s.keys.size()];
       k.kind = Key::F32;

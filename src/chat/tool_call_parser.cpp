@@ -411,7 +411,9 @@ Step read_xml_call(Cursor& c, const ToolFormat& f, const std::vector<ToolDef>& t
       args[key] = std::string(v);
   }
   UBATCH_STEP(c.closer(f.call_close));
-  call.arguments = args.dump();
+  // The values are raw model output and may hold invalid UTF-8 (found by tool_call_fuzz: dump()
+  // would throw): such bytes become U+FFFD rather than an exception.
+  call.arguments = args.dump(-1, ' ', false, ojson::error_handler_t::replace);
   call.args_done = true;
   return Step::Ok;
 }
