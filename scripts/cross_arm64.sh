@@ -11,8 +11,9 @@
 #   1. installs what is missing: g++-aarch64-linux-gnu, qemu-user, and the arm64 "-dev"
 #      packages of the libraries (dpkg --add-architecture arm64; multiarch, beside the host's);
 #   2. configures build-arm64/ with cmake/aarch64-linux-gnu.cmake;
-#   3. builds `ubatch` (engine, server, tools) and the engine's test binaries (with --all:
-#      every target, the server's tests included);
+#   3. builds an engine-only `ubatch` (-DUBATCH_SERVER=OFF: run, logits, tokenize, bench, …
+#      without `serve` and `load`) and the engine's test binaries (with --all: every target,
+#      the server and its tests included);
 #   4. (--test) runs those tests with CTest under QEMU_CPU=<model> for each model, then the
 #      default-model check against the x86-64 build.
 # Emulated speed means nothing: nothing here takes a timing of the code under test (the stage
@@ -119,7 +120,11 @@ fi
 # 2-3. Configure and build.
 echo "== cross-building for aarch64 in $BUILD/"
 t0=$(date +%s)
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+# Engine only (-DUBATCH_SERVER=OFF: no HTTP server, no load generator) unless --all: the tests
+# run here are the engine's, and the server's Boost.Beast units are the costliest to compile.
+SERVER=OFF
+[ "$BUILD_ALL" = 1 ] && SERVER=ON
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUBATCH_SERVER=$SERVER \
   -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" >/dev/null
 if [ "$BUILD_ALL" = 1 ]; then
   cmake --build "$BUILD"

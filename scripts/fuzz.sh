@@ -3,18 +3,27 @@
 # each for a fixed time on its seed corpus (fuzz/corpus/<target>/, read only; new inputs go
 # to build-fuzz/corpus/<target>/, kept between runs). A finding stops with the reproducer's
 # path (build-fuzz/findings/) and a non-zero exit. docs/FUZZING.md has the long runs.
-# Usage: scripts/fuzz.sh [--seconds N] [target_fuzz ...]   (default: 20 s, every target)
-# Skips visibly (exit 0) when clang cannot build a libFuzzer binary.
+# Usage: scripts/fuzz.sh [--seconds N] [--tests REGEX TEST_TARGET...] [target_fuzz ...]
+#   (default: 20 s, every target)
+# --tests: first build those test binaries in the same tree (every library there is compiled
+# once, with ASan + UBSan and coverage, for both) and run the CTest tests matching REGEX under
+# the sanitizers; scripts/test.sh does, so that CI compiles the sanitized libraries once.
+# Skips visibly (exit 0) when clang cannot build a libFuzzer binary; exit 3 instead with
+# --tests, so that the caller can run those tests in a GCC build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 SECONDS_PER_TARGET=20
 TARGETS=()
+TEST_REGEX=""
+TEST_TARGETS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) SECONDS_PER_TARGET=$2; shift 2 ;;
+    --tests) TEST_REGEX=$2; shift 2 ;;
+    test_*) TEST_TARGETS+=("$1"); shift ;;
     *_fuzz) TARGETS+=("$1"); shift ;;
-    *) echo "usage: $0 [--seconds N] [target_fuzz ...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds N] [--tests REGEX TEST_TARGET...] [target_fuzz ...]" >&2; exit 2 ;;
   esac
 done
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(gguf_fuzz tokenizer_fuzz chat_fuzz json_request_fuzz sse_fuzz grammar_fuzz model_load_fuzz \
@@ -31,13 +40,21 @@ if [ -z "$CXX_FUZZ" ] || ! "$CXX_FUZZ" -fsanitize=fuzzer,address,undefined "$pro
   echo "== SKIPPED: fuzz smoke — clang cannot build a libFuzzer binary here (${CXX_FUZZ:-no clang++ found}):"
   sed 's/^/   /' "$probe_dir/err" 2>/dev/null | head -5 || true
   echo "   install clang and libclang-rt-dev (scripts/setup.sh does)"
+  [ -n "$TEST_REGEX" ] && exit 3
   exit 0
 fi
 
-echo "== building fuzz targets with $CXX_FUZZ (build-fuzz/)"
-CXX="$CXX_FUZZ" cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUBATCH_FUZZ=ON \
-  -DUBATCH_BUILD_TESTS=OFF >/dev/null
-cmake --build build-fuzz --target "${TARGETS[@]}"
+echo "== building fuzz targets${TEST_REGEX:+ and ${#TEST_TARGETS[@]} test binaries} with $CXX_FUZZ (build-fuzz/, -O1)"
+# -O1: libFuzzer's recommended level, and a third faster to compile than -O2 under the sanitizers.
+CXX="$CXX_FUZZ" cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DUBATCH_FUZZ=ON >/dev/null
+cmake --build build-fuzz --target "${TARGETS[@]}" "${TEST_TARGETS[@]}"
+
+if [ -n "$TEST_REGEX" ]; then
+  echo "== tests under AddressSanitizer + UBSan (clang): ${#TEST_TARGETS[@]} binaries, CTest -R '$TEST_REGEX'"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-fuzz --output-on-failure -j "$(nproc)" -R "$TEST_REGEX"
+fi
 
 mkdir -p build-fuzz/findings
 status=0
