@@ -295,9 +295,13 @@ TEST(ArchSeqShift, ShiftedKeysMatchKeysComputedAtTheNewPositions) {
   UBATCH_REQUIRE_REFERENCE();
   const std::vector<int32_t> prompt = mutation_prompt();
   const int32_t n = 40, d = 25;
-  for (auto [model, n_ctx] : {std::pair{"tiny-llama3-f32", 256}, std::pair{"tiny-smollm3-f32", 256},
-                              std::pair{"tiny-phi3-f32", 512}, std::pair{"tiny-gemma2-f32", 256},
-                              std::pair{"tiny-qwen3-f32", 256}}) {
+  for (const auto& model_and_ctx : {std::pair{"tiny-llama3-f32", 256}, std::pair{"tiny-smollm3-f32", 256},
+                                    std::pair{"tiny-phi3-f32", 512}, std::pair{"tiny-gemma2-f32", 256},
+                                    std::pair{"tiny-qwen3-f32", 256}}) {
+    // (Named variables, not a structured binding: clang 14, the fuzz/ASan build's compiler,
+    // cannot capture a binding in a lambda.)
+    const char* model = model_and_ctx.first;
+    const int32_t n_ctx = model_and_ctx.second;
     SCOPED_TRACE(model);
     auto make = [&] {
       Result<std::unique_ptr<Model>> m = Model::load(open_file(test::reference_path(std::string("models/") + model + ".gguf")));
