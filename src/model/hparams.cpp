@@ -154,6 +154,12 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
     return Status::error(fmt::format("model: {}.rope.freq_base must be > 0, is {}", a, hp.rope_base));
   if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_kv_head <= 0 || hp.n_ff <= 0)
     return Status::error("model: embedding_length, block_count, feed_forward_length and head counts must be > 0");
+  // Every layer has its own tensors (blk.N.*), so a block_count above the file's tensor count
+  // cannot be true; refused here, before any per-layer table is sized by it (found by
+  // model_load_fuzz: block_count ~10^7 sized gigabytes of layer slots before a tensor was read).
+  if (static_cast<uint64_t>(hp.n_layer) > f.tensors().size())
+    return Status::error(fmt::format("model: {}.block_count {} exceeds the {} tensors in the file (every layer has its own)",
+                                     a, hp.n_layer, f.tensors().size()));
   if (hp.n_head % hp.n_kv_head != 0)
     return Status::error(fmt::format("model: head_count {} is not a multiple of head_count_kv {}",
                                      hp.n_head, hp.n_kv_head));
