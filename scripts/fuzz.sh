@@ -3,8 +3,9 @@
 # each for a fixed time on its seed corpus (fuzz/corpus/<target>/, read only; new inputs go
 # to build-fuzz/corpus/<target>/, kept between runs). A finding stops with the reproducer's
 # path (build-fuzz/findings/) and a non-zero exit. docs/FUZZING.md has the long runs.
-# Usage: scripts/fuzz.sh [--seconds N] [--tests REGEX TEST_TARGET...] [target_fuzz ...]
-#   (default: 20 s, every target)
+# Usage: scripts/fuzz.sh [--seconds N] [--seed N] [--tests REGEX TEST_TARGET...] [target_fuzz ...]
+#   (default: 20 s, every target, a random seed; --seed makes a run follow the same sequence of inputs,
+#   as CI's smoke run does: a new finding then comes from a change, not from the draw)
 # --tests: first build those test binaries in the same tree (every library there is compiled
 # once, with ASan + UBSan and coverage, for both) and run the CTest tests matching REGEX under
 # the sanitizers; scripts/test.sh does, so that CI compiles the sanitized libraries once.
@@ -15,15 +16,17 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 SECONDS_PER_TARGET=20
 TARGETS=()
+SEED=""
 TEST_REGEX=""
 TEST_TARGETS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) SECONDS_PER_TARGET=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
     --tests) TEST_REGEX=$2; shift 2 ;;
     test_*) TEST_TARGETS+=("$1"); shift ;;
     *_fuzz) TARGETS+=("$1"); shift ;;
-    *) echo "usage: $0 [--seconds N] [--tests REGEX TEST_TARGET...] [target_fuzz ...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds N] [--seed N] [--tests REGEX TEST_TARGET...] [target_fuzz ...]" >&2; exit 2 ;;
   esac
 done
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(gguf_fuzz tokenizer_fuzz chat_fuzz json_request_fuzz sse_fuzz grammar_fuzz model_load_fuzz \
@@ -63,6 +66,7 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$work"
   args=(-max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1
         -artifact_prefix="$ROOT/build-fuzz/findings/$t-")
+  [ -n "$SEED" ] && args+=(-seed="$SEED")
   [ -f "fuzz/$t.dict" ] && args+=(-dict="fuzz/$t.dict")
   [ "$t" = gguf_fuzz ] && args+=(-max_len=65536)
   log="build-fuzz/$t.log"

@@ -30,7 +30,7 @@ ASAN_TARGETS=(test_gguf test_gguf_hostile test_context_archs test_kernels_gemm t
 ASAN_REGEX='Gguf|ArchStrictLoading|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|TokenizerVectors|TokenizerWpm|WordPieceWords|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
 stamp "AddressSanitizer + UBSan tests, then the fuzz smoke (scripts/fuzz.sh)"
 fuzz_rc=0
-bash scripts/fuzz.sh --seconds 20 --tests "$ASAN_REGEX" "${ASAN_TARGETS[@]}" || fuzz_rc=$?
+bash scripts/fuzz.sh --seconds 20 --seed 1 --tests "$ASAN_REGEX" "${ASAN_TARGETS[@]}" || fuzz_rc=$?
 if [ "$fuzz_rc" = 3 ]; then
   echo "== the same tests under AddressSanitizer + UBSan with GCC (build-asan/)"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUBATCH_SANITIZE=ON >/dev/null
