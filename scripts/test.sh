@@ -43,8 +43,9 @@ fi
 stamp "scheduler, engine and server tests under ThreadSanitizer"
 # The server tests run the real HTTP layer (Boost.Beast, 2 I/O threads) against the engine
 # thread: transport limits, pipelining, drain, SSE streams and client disconnects. Left out
-# for time (8-10 min each under TSan on 2 cores): ServerStream's 32 concurrent default-model
-# streams and test_server_priority; they run in the Release suite above.
+# for time (8-10 min each under TSan on 2 cores, measured while the SIMD loops were still
+# instrumented): ServerStream's 32 concurrent default-model streams and test_server_priority;
+# they run in the Release suite above.
 # Longest first, two at a time (the stream tests take about 150 s under TSan on 2 cores, the
 # others 45 s or less).
 TSAN_TARGETS=(test_server_stream test_server_transport test_sched_engine test_server_http test_server_webui

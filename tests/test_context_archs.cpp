@@ -393,6 +393,16 @@ TEST(ArchStrictLoading, MalformedVariantsNameTheProblem) {
     r2.extra = [](Writer& w) { w.add_string("qwen2.rope.scaling.type", "dynamic-ntk"); };
     cases.push_back({"tiny-qwen2-f32", r2, {"dynamic-ntk"}});
   }
+  // A block_count no file of this size can hold (10^7 layers sized gigabytes of layer slots
+  // before a tensor was read; found by model_load_fuzz): refused before anything is sized.
+  cases.push_back({"tiny-qwen3-f32",
+                   {[](const gguf::MetadataEntry& e, Writer& w) {
+                      if (e.key != "qwen3.block_count") return false;
+                      w.add_uint(e.key, gguf::ValueType::UINT32, 10000000);
+                      return true;
+                    },
+                    nullptr, nullptr},
+                   {"block_count 10000000 exceeds the", "tensors in the file"}});
   // A head count that does not divide.
   cases.push_back({"tiny-gemma2-f32",
                    {[](const gguf::MetadataEntry& e, Writer& w) {
