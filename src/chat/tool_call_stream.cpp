@@ -6,7 +6,7 @@ namespace ubatch::chat {
 
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_json_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 }  // namespace
 
@@ -50,7 +50,7 @@ ToolStreamDelta ToolCallStream::process(bool final) {
       size_t safe = all_.size();
       if (format_.trigger_at_start) {
         size_t p = 0;
-        while (p < all_.size() && is_ws(all_[p])) ++p;
+        while (p < all_.size() && is_json_ws(all_[p])) ++p;
         const std::string_view rest = std::string_view(all_).substr(p);
         if (rest.empty() || (rest.size() < format_.trigger.size() && format_.trigger.substr(0, rest.size()) == rest))
           return d;               // undecided
@@ -63,14 +63,14 @@ ToolStreamDelta ToolCallStream::process(bool final) {
           safe = all_.size() - n;
           break;
         }
-      while (safe > content_from_ && is_ws(all_[safe - 1])) --safe;
+      while (safe > content_from_ && is_json_ws(all_[safe - 1])) --safe;
       emit_content(d, safe);
       return d;
     }
     // The calls begin: the content before them, without its trailing whitespace.
     calls_begin_ = scan.calls_begin;
     size_t end = std::max(calls_begin_, content_from_);
-    while (end > content_from_ && is_ws(all_[end - 1])) --end;
+    while (end > content_from_ && is_json_ws(all_[end - 1])) --end;
     emit_content(d, end);
     held_from_ = end;
     content_from_ = std::max(calls_begin_, content_from_);

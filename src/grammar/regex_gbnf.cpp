@@ -15,7 +15,7 @@ namespace ubatch::grammar {
 namespace {
 
 constexpr uint32_t kMaxCount = 1000;
-constexpr int kMaxDepth = 100;
+constexpr int kMaxGroupDepth = 100;
 
 struct Node {
   enum class Kind { Chars, Seq, Alt, Repeat };
@@ -200,7 +200,7 @@ class RegexParser {
     const size_t at = pos_;
     const char c = s_[pos_];
     if (c == '(') {
-      if (depth >= kMaxDepth) return error(at, "groups nested too deeply");
+      if (depth >= kMaxGroupDepth) return error(at, "groups nested too deeply");
       ++pos_;
       if (peek('?')) {
         ++pos_;

@@ -22,7 +22,7 @@ namespace {
 
 using json = nlohmann::json;
 
-ApiError submit_error(const sched::Engine::Submitted& s) {
+ApiError embedding_submit_error(const sched::Engine::Submitted& s) {
   switch (s.error_code) {
     case sched::SubmitError::Code::QueueFull: {
       ApiError e = unavailable("the request queue is full: " + s.error_message + "; retry later", 1);
@@ -207,7 +207,7 @@ void handle_with(ServerState& state, const std::shared_ptr<http::Exchange>& ex, 
     if (!sub.ok()) {
       for (const auto& s : streams) b->engine->cancel(s->id());
       spdlog::info("{} rejected: {}", req.path, sub.error_message);
-      return send_error(res, submit_error(sub));
+      return send_error(res, embedding_submit_error(sub));
     }
     streams.push_back(std::move(sub.stream));
   }

@@ -59,7 +59,7 @@ Result<BpeMerges> BpeMerges::load(const gguf::File& file, const Vocab& vocab) {
 
 namespace {
 
-struct Symbol {
+struct BpeSymbol {
   int32_t prev = -1;
   int32_t next = -1;
   int32_t id = -1;   // token of this piece; -1 for a character outside the vocabulary
@@ -97,11 +97,11 @@ void BpeMerges::tokenize_word(const Vocab& vocab, std::string_view word, bool ig
     }
   }
 
-  std::vector<Symbol> symbols;
+  std::vector<BpeSymbol> symbols;
   symbols.reserve(word.size());
   for (size_t i = 0; i < enc.size();) {
     const size_t len = utf8_char_len(std::string_view(enc).substr(i));
-    Symbol s;
+    BpeSymbol s;
     s.prev = static_cast<int32_t>(symbols.size()) - 1;
     s.next = static_cast<int32_t>(symbols.size()) + 1;
     s.id = vocab.find(std::string_view(enc).substr(i, len));
@@ -128,8 +128,8 @@ void BpeMerges::tokenize_word(const Vocab& vocab, std::string_view word, bool ig
   while (!queue.empty()) {
     const Pair p = queue.top();
     queue.pop();
-    Symbol& l = symbols[static_cast<size_t>(p.left)];
-    Symbol& r = symbols[static_cast<size_t>(p.right)];
+    BpeSymbol& l = symbols[static_cast<size_t>(p.left)];
+    BpeSymbol& r = symbols[static_cast<size_t>(p.right)];
     if (!l.alive || !r.alive || l.next != p.right || l.id != p.left_id || r.id != p.right_id) continue;
     l.id = p.result;
     l.next = r.next;

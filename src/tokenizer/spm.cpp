@@ -9,7 +9,7 @@ namespace ubatch::tokenizer {
 namespace {
 
 // A run of text that is (so far) one piece; symbols form a doubly linked list in text order.
-struct Symbol {
+struct SpmSymbol {
   int32_t prev = -1;
   int32_t next = -1;
   size_t start = 0;
@@ -37,7 +37,7 @@ class SpmSession {
   void run(std::vector<int32_t>& out) {
     for (size_t i = 0; i < text_.size();) {
       const size_t len = utf8_char_len(text_.substr(i));
-      Symbol s;
+      SpmSymbol s;
       s.start = i;
       s.n = len;
       s.prev = static_cast<int32_t>(symbols_.size()) - 1;
@@ -56,8 +56,8 @@ class SpmSession {
     while (!queue_.empty()) {
       const Bigram b = queue_.top();
       queue_.pop();
-      Symbol& left = symbols_[static_cast<size_t>(b.left)];
-      Symbol& right = symbols_[static_cast<size_t>(b.right)];
+      SpmSymbol& left = symbols_[static_cast<size_t>(b.left)];
+      SpmSymbol& right = symbols_[static_cast<size_t>(b.right)];
       if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;  // stale
       left.n += right.n;
       right.n = 0;
@@ -68,7 +68,7 @@ class SpmSession {
     }
 
     for (int32_t i = 0; i >= 0; i = symbols_[static_cast<size_t>(i)].next) {
-      const Symbol& s = symbols_[static_cast<size_t>(i)];
+      const SpmSymbol& s = symbols_[static_cast<size_t>(i)];
       emit(text_.substr(s.start, s.n), out);
     }
   }
@@ -76,8 +76,8 @@ class SpmSession {
  private:
   void try_add(int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
-    const Symbol& l = symbols_[static_cast<size_t>(left)];
-    const Symbol& r = symbols_[static_cast<size_t>(right)];
+    const SpmSymbol& l = symbols_[static_cast<size_t>(left)];
+    const SpmSymbol& r = symbols_[static_cast<size_t>(right)];
     const std::string_view piece = text_.substr(l.start, l.n + r.n);
     const int32_t id = vocab_.find(piece);
     if (id < 0 || !vocab_.from_text(id)) return;
@@ -102,7 +102,7 @@ class SpmSession {
 
   const Vocab& vocab_;
   std::string_view text_;
-  std::vector<Symbol> symbols_;
+  std::vector<SpmSymbol> symbols_;
   std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue_;
 };
 
