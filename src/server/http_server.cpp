@@ -166,7 +166,7 @@ Status HttpServer::serve_models(std::vector<ModelInfo> models, ModelLoader loade
   return Status::ok();
 }
 
-void HttpServer::preload_models() { impl_->state.models->preload(); }
+Status HttpServer::preload_models() { return impl_->state.models->preload(); }
 
 std::vector<std::pair<std::string, sched::MetricsSnapshot>> HttpServer::model_metrics() const {
   std::vector<std::pair<std::string, sched::MetricsSnapshot>> out;

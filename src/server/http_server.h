@@ -92,8 +92,9 @@ class HttpServer {
   // default that names no model, two models of one name).
   Status serve_models(std::vector<ModelInfo> models, ModelLoader loader, RegistryOptions options);
   // Loads models while they fit the budget (ModelRegistry::preload); blocks. /health answers
-  // 200 once it returns (or once one model is loaded).
-  void preload_models();
+  // 200 once one model is loaded, and 503 (status "no_model", with each model's error) when
+  // preloading is over and every model failed to load. Error in that case: nothing can serve.
+  Status preload_models();
   // Each loaded model's name and engine metrics (`serve --perf`).
   std::vector<std::pair<std::string, sched::MetricsSnapshot>> model_metrics() const;
   // Graceful shutdown, first half: /health answers 503 "draining", new completions get 503,
