@@ -212,9 +212,13 @@ void register_misc_routes(http::Router& router, ServerState& state, int64_t star
   router.get("/openapi.json", [](const http::Request&, http::Response& res) {
     res.set_content(std::string(openapi_json()), "application/json");
   });
-  router.post("/tokenize", [&state](const http::Request& req, http::Response& res) { tokenize(state, req, res); });
-  router.post("/detokenize",
-              [&state](const http::Request& req, http::Response& res) { detokenize(state, req, res); });
+  // Tokenizing up to --max-body bytes takes time: off the I/O threads.
+  router.post_async("/tokenize", offloaded(state, [&state](const http::Request& req, http::Response& res) {
+                      tokenize(state, req, res);
+                    }));
+  router.post_async("/detokenize", offloaded(state, [&state](const http::Request& req, http::Response& res) {
+                      detokenize(state, req, res);
+                    }));
 }
 
 }  // namespace ubatch::server

@@ -237,6 +237,12 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_option("--http-threads", s.http_threads,
                  "I/O threads serving every HTTP connection (connections do not hold threads)")
       ->capture_default_str()->check(CLI::Range(1, 256));
+  sub.add_option("--request-threads", s.request_threads,
+                 "threads parsing and checking requests (JSON, tokenizing, templates, grammars) off the I/O threads")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  sub.add_option("--max-logit-bias", s.max_logit_bias,
+                 "most logit_bias entries per request (0: one per token of the vocabulary)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
   sub.add_option("--max-connections", s.max_connections,
                  "most open connections; more are accepted and closed at once")
       ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));
