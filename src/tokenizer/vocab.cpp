@@ -66,7 +66,10 @@ constexpr std::string_view kPrefix = "tokenizer.ggml.";
 // largest vocabularies (Gemma 3, 262,144 tokens) spell about 3 MiB in all; the longest chat
 // templates are tens of KiB.
 constexpr size_t kMaxTokenBytes = 4096;
-constexpr size_t kMaxVocabBytes = size_t{64} << 20;
+constexpr size_t kMaxVocabBytes = size_t{64} << 20;  // loads in about twice this
+// Control, user-defined and unknown tokens are matched in text through byte tries (about 100
+// bytes of memory per byte of their text): Gemma 3's 6,414 of them spell 74 KiB.
+constexpr size_t kMaxSpecialBytes = size_t{1} << 20;
 constexpr size_t kMaxChatTemplateBytes = size_t{1} << 20;
 
 // Reads an optional token id key; -1 when absent. Errors when present but out of range.
@@ -268,6 +271,16 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
   }
 
   // Texts recognised as whole tokens in the input (control, user-defined and unknown).
+  size_t special_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const TokenType t = v.type[i];
+    if (t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN)
+      special_bytes += v.text[i].size();
+  }
+  if (special_bytes > kMaxSpecialBytes)
+    return Status::error("tokenizer: the control, user-defined and unknown tokens of " + tokens_key + " spell " +
+                         std::to_string(special_bytes) + " bytes in all; at most " +
+                         std::to_string(kMaxSpecialBytes) + " are allowed (a broken or hostile file)");
   for (size_t i = 0; i < n; ++i) {
     const TokenType t = v.type[i];
     if (v.text[i].empty()) continue;

@@ -12,7 +12,8 @@
 //   WordPiece: tokenizer.ggml.cls_token_id (used as BOS) and seperator_token_id (sic; used as EOS)
 //
 // Bounds (load_vocab refuses a file beyond them, naming the key): a token of at most 4 KiB, 64 MiB
-// of token text in all, a chat template of at most 1 MiB (docs/SECURITY.md).
+// of token text in all, 1 MiB of control, user-defined and unknown token text (each byte of it
+// is a trie node), a chat template of at most 1 MiB (docs/SECURITY.md).
 #pragma once
 
 #include <cstdint>
