@@ -121,7 +121,12 @@ int run_serve(ServeOptions& o) {
     }
   }
   Result<std::vector<ModelFile>> collected =
-      collect_model_files(std::move(files), o.models_dir, [](const std::string& line) { spdlog::warn("{}", line); });
+      collect_model_files(std::move(files), o.models_dir, [](bool warning, const std::string& line) {
+        if (warning)
+          spdlog::warn("{}", line);
+        else
+          spdlog::info("{}", line);
+      });
   if (!collected) return fmt::print(stderr, "error: {}\n", collected.message()), 1;
   o.model.ctx_sequences = o.engine.n_parallel;  // --n-ctx 0: a full context for every slot
   std::vector<server::ModelInfo> infos;
@@ -130,7 +135,7 @@ int run_serve(ServeOptions& o) {
     // A file named by -m must be a model; one found in --models-dir that is not is skipped
     // (the directory may hold other files), and the message never shows the file's bytes.
     if (!info && f.from_dir) {
-      spdlog::warn("--models-dir: skipping {}: {}", f.path, info.message());
+      spdlog::warn("--models-dir: skipping {}", info.message());  // the message starts with the path
       continue;
     }
     if (!info) return fmt::print(stderr, "error: {}\n", info.message()), 1;

@@ -81,9 +81,9 @@ Result<uint64_t> parse_memory_budget(const std::string& text, uint64_t available
 }
 
 Result<std::vector<ModelFile>> collect_model_files(std::vector<ModelFile> files, const std::string& dir,
-                                                   const std::function<void(const std::string&)>& warn) {
-  auto say = [&warn](const std::string& line) {
-    if (warn) warn(line);
+                                                   const std::function<void(bool, const std::string&)>& log) {
+  auto say = [&log](bool warning, const std::string& line) {
+    if (log) log(warning, line);
   };
   if (!dir.empty()) {
     std::error_code ec;
@@ -94,14 +94,14 @@ Result<std::vector<ModelFile>> collect_model_files(std::vector<ModelFile> files,
       const bool link = entry.is_symlink(e2);
       // is_regular_file follows links: a link counts as what it points to.
       if (!entry.is_regular_file(e2)) {
-        say(fmt::format("--models-dir: skipping {}: {}", entry.path().string(),
-                        link ? "a symbolic link that does not lead to a regular file" : "not a regular file"));
+        say(true, fmt::format("--models-dir: skipping {}: {}", entry.path().string(),
+                              link ? "a symbolic link that does not lead to a regular file" : "not a regular file"));
         continue;
       }
       if (link) {
         const std::filesystem::path target = std::filesystem::canonical(entry.path(), e2);
-        say(fmt::format("--models-dir: {} is a symbolic link to {} (followed)", entry.path().string(),
-                        e2 ? std::string("?") : target.string()));
+        say(false, fmt::format("--models-dir: {} is a symbolic link to {} (followed)", entry.path().string(),
+                               e2 ? std::string("?") : target.string()));
       }
       found.push_back(entry.path());
     }
