@@ -110,7 +110,8 @@ void with_body_and_model(ServerState& state, const std::shared_ptr<http::Exchang
         std::shared_ptr<const nlohmann::json> body = p.body;
         with_model(state, ex, *body, kind,
                    [weak = std::weak_ptr<http::Exchange>(ex), text, body, next](ModelRegistry::Lease lease) {
-                     if (std::shared_ptr<http::Exchange> e = weak.lock()) next(e, text, body, std::move(lease));
+                     std::shared_ptr<http::Exchange> e = weak.lock();
+                     if (e && e->active()) next(e, text, body, std::move(lease));  // else: the client left
                    });
       });
 }
