@@ -1,5 +1,5 @@
 // Hardening against the vulnerability classes of issue 31 (docs/SECURITY.md): heavy but valid
-// requests — a logit_bias of 100,000 entries, a wide JSON Schema, megabytes to tokenize, a long
+// requests — a logit_bias of 100,000 entries, a wide JSON Schema, a megabyte to tokenize, a long
 // chat to render — run off the HTTP I/O threads, so /health answers in milliseconds while they
 // run (it took 34 s with three 100,000-entry logit_bias requests when their handling was
 // quadratic and ran on the I/O threads); logit_bias is bounded (--max-logit-bias, one entry per
@@ -78,7 +78,7 @@ TEST(ServerHardening, HeavyRequestsLeaveHealthFast) {
        json{{"prompt", "Hi"}, {"max_tokens", 1}, {"logit_bias", lb}}.dump()},
       {"json_schema of 300 properties", "/v1/completions",
        json{{"prompt", "A record:"}, {"max_tokens", 1}, {"json_schema", schema}}.dump()},
-      {"tokenize 3 MB", "/tokenize", json{{"content", std::string(3u << 20, 'x')}}.dump()},
+      {"tokenize 1 MB", "/tokenize", json{{"content", std::string(1u << 20, 'x')}}.dump()},
       {"apply-template, 2,000 messages", "/apply-template", json{{"messages", messages}}.dump()},
   };
   HealthPoller poller(s->port);
