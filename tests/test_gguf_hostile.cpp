@@ -217,6 +217,18 @@ TEST(GgufHostileHeader, BadMagic) {
   }
 }
 
+// A file that is not a GGUF (any file a path or a --models-dir link may name) is refused
+// without showing any of its bytes, in hex or as text (issue 31).
+TEST(GgufHostileHeader, BadMagicNeverShowsTheFileBytes) {
+  const std::string secret = "SECRET=hunter2\nroot:x:0:0\n";
+  std::vector<uint8_t> b(secret.begin(), secret.end());
+  b.resize(64, 'z');
+  const std::string msg = open_error(b, "notes.gguf");
+  ASSERT_FALSE(msg.empty());
+  EXPECT_NE(msg.find("not a GGUF file"), std::string::npos) << msg;
+  for (const char* leak : {"SECRET", "53 45", "53", "hunter2"}) EXPECT_EQ(msg.find(leak), std::string::npos) << msg;
+}
+
 TEST(GgufHostileHeader, UnsupportedVersion) {
   for (const Image& im : images()) {
     for (uint32_t v : {0u, 1u, 4u, 0x03000000u, 0xffffffffu}) {

@@ -251,6 +251,34 @@ TEST(Sampler, LogitBiasMinusInfBansAToken) {
   EXPECT_GT(h.at(2), h.at(1));  // 0.5 + 1.5 > 1.0
 }
 
+// A bias list sorted by id, each id once (as the server gives it), is merged with the penalised
+// ids in one pass per step (linear in its size, issue 31); any other list is sorted at each
+// step. Both give the same tokens and log-probabilities, with penalties that touch some of the
+// biased ids and some others.
+TEST(Sampler, SortedAndUnsortedLogitBiasAgree) {
+  const int32_t n_vocab = 3000;
+  std::mt19937 rng(7);
+  std::vector<float> l(n_vocab);
+  for (float& x : l) x = static_cast<float>(rng() % 1000) / 250.0f;
+  SamplingParams p = plain_params(1.0f, 99);
+  p.repeat_penalty = 1.3f;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  SamplingParams sorted = p, shuffled = p;
+  for (int32_t id = 0; id < n_vocab; id += 3) sorted.logit_bias.push_back({id, (id % 7) - 3.0f});
+  sorted.logit_bias.push_back({n_vocab + 5, 50.0f});  // out of range: ignored by both
+  shuffled.logit_bias = sorted.logit_bias;
+  std::shuffle(shuffled.logit_bias.begin(), shuffled.logit_bias.end(), rng);
+  Sampler a(sorted, n_vocab), b(shuffled, n_vocab);
+  for (int step = 0; step < 300; ++step) {
+    const int32_t ta = a.sample(l.data()), tb = b.sample(l.data());
+    ASSERT_EQ(ta, tb) << "step " << step;
+    EXPECT_EQ(a.logprob_of(l.data(), ta).logprob, b.logprob_of(l.data(), tb).logprob) << "step " << step;
+    a.accept(ta);
+    b.accept(tb);
+  }
+}
+
 TEST(Sampler, EveryTokenBannedGivesLowestIdDeterministically) {
   const std::vector<float> l = {1.0f, 2.0f, 3.0f};
   SamplingParams p = plain_params(1.0f);

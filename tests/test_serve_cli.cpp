@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "loadgen/http_client.h"
 #include "support.h"
 
@@ -170,6 +172,69 @@ struct BackgroundStream {
     return frames >= n;
   }
 };
+
+// A file whose header reads as a model (architecture, sizes) but that cannot be loaded (its
+// output norm is missing): the probe at start-up passes, the load fails. Written to `path`.
+void write_unloadable_model(const std::string& from, const std::string& path) {
+  Result<std::unique_ptr<gguf::File>> f = gguf::File::open(from);
+  ASSERT_TRUE(f) << f.message();
+  gguf::Writer w((*f)->version());
+  for (const gguf::MetadataEntry& e : (*f)->metadata()) w.add_value(e.key, e.value);
+  for (const gguf::TensorInfo& t : (*f)->tensors()) {
+    if (t.name == "output_norm.weight") continue;
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), std::vector<uint8_t>(p, p + t.n_bytes));
+  }
+  const std::vector<uint8_t> bytes = w.bytes();
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+}
+
+// When no -m model can ever load, serve exits non-zero with the reason instead of answering
+// /health 200 with nothing to serve (issue 31).
+TEST_F(ServeCli, ExitsNonZeroWhenNoModelCanLoad) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ubatch_unloadable_" + std::to_string(getpid()) + ".gguf")).string();
+  write_unloadable_model(model_, path);
+  int status = 0;
+  const std::string out = test::run_command("timeout -s INT 60 " + test::ubatch_command() +
+                                                " serve --host 127.0.0.1 --port 0 --threads 1 -m '" + path + "' 2>&1",
+                                            &status);
+  std::filesystem::remove(path);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(status, 124) << "serve kept running with no model:\n" << out;  // timeout's status
+  EXPECT_NE(out.find("no model can serve"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ready:"), std::string::npos) << out;
+}
+
+// --models-dir follows symbolic links to regular files (named by the link) and says where they
+// point; a link to something that is not a GGUF is skipped with a warning that shows none of
+// its bytes, and start-up goes on (issue 31: start-up stopped, printing the target's first
+// bytes).
+TEST_F(ServeCli, ModelsDirFollowsLinksAndNeverShowsAForeignFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("ubatch_models_dir_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path secret = dir / "secret.txt";
+  std::ofstream(secret) << "SECRET=hunter2 not a model\n";
+  fs::create_symlink(model_, dir / "linked.gguf");
+  fs::create_symlink(secret, dir / "notes.gguf");
+  fs::create_symlink(dir / "missing", dir / "dangling.gguf");
+  {
+    ServeChild serve(model_, {"--models-dir", dir.string()});
+    const std::string log = serve.log();
+    ASSERT_GT(serve.port(), 0) << log;
+    EXPECT_NE(log.find("linked.gguf is a symbolic link to"), std::string::npos) << log;
+    EXPECT_NE(log.find("skipping " + (dir / "notes.gguf").string()), std::string::npos) << log;
+    EXPECT_NE(log.find("skipping " + (dir / "dangling.gguf").string()), std::string::npos) << log;
+    for (const char* leak : {"SECRET", "hunter2", "53 45 43"}) EXPECT_EQ(log.find(leak), std::string::npos) << log;
+    const loadgen::HttpReply models = serve.get("/v1/models");
+    EXPECT_NE(models.body.find("\"linked\""), std::string::npos) << models.body;
+    EXPECT_EQ(models.body.find("\"notes\""), std::string::npos) << models.body;
+  }
+  fs::remove_all(dir);
+}
 
 // The default model: slow enough (tens of ms per token) that a stream is still running when
 // the signal comes.

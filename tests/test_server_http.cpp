@@ -155,6 +155,14 @@ TEST_F(ServerHttp, DocumentedAnswersToBadRequests) {
       {"logit_bias -1", "/v1/completions", R"({"prompt": "a", "logit_bias": {"-1": 5}})", 400, "invalid_token"},
       {"logit_bias word", "/v1/completions", R"({"prompt": "a", "logit_bias": {"abc": 5}})", 400, "invalid_token"},
       {"logit_bias 1000", "/v1/completions", R"({"prompt": "a", "logit_bias": {"5": 1000}})", 400, "invalid_value"},
+      {"logit_bias twice", "/v1/completions", R"({"prompt": "a", "logit_bias": {"5": 1, "05": 1}})", 400,
+       "invalid_token"},
+      {"logit_bias array", "/v1/completions", R"({"prompt": "a", "logit_bias": [5, 1]})", 400, "invalid_type"},
+      {"17 stop strings", "/v1/completions",
+       R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})", 400,
+       "invalid_value"},
+      {"stop of 1025 bytes", "/v1/completions", json{{"prompt", "a"}, {"stop", std::string(1025, 's')}}.dump(), 400,
+       "invalid_value"},
       {"token id outside vocab", "/v1/completions", R"({"prompt": [1, 99999]})", 400, "invalid_token"},
       {"negative token id", "/v1/completions", R"({"prompt": [1, -3]})", 400, "invalid_token"},
       {"n 0", "/v1/completions", R"({"prompt": "a", "n": 0})", 400, "invalid_value"},
@@ -312,7 +320,10 @@ TEST_F(ServerHttp, ModelsHealthAndUnknownRoutes) {
   Reply h = get(port(), "/health");
   EXPECT_EQ(h.status, 200);
   EXPECT_EQ(h.parsed()["status"], "ok");
-  for (const char* path : {"/nope", "/etc/passwd", "/../../etc/passwd", "/v1/completions/../models"}) {
+  // Paths are matched byte for byte, never decoded nor normalised: traversal is just unknown.
+  for (const char* path : {"/nope", "/etc/passwd", "/../../etc/passwd", "/v1/completions/../models",
+                           "/%2e%2e/%2e%2e/etc/passwd", "/v1/%2E%2E/v1/models", "/webui/%2e%2e/index.html",
+                           "/v1//models", "/v1/models/"}) {
     Reply r = get(port(), path);
     EXPECT_EQ(r.status, 404) << path;
     EXPECT_EQ(r.parsed()["error"]["type"], "not_found_error") << r.body;
@@ -555,6 +566,17 @@ TEST(ServerLifecycle, ApiKey) {
   EXPECT_EQ(get(s->port, "/metrics").status, 401);
   EXPECT_EQ(get(s->port, "/metrics", {{"Authorization", "Bearer sekrit-key"}}).status, 200);
   EXPECT_EQ(get(s->port, "/health").status, 200);  // probes need no key
+  EXPECT_EQ(get(s->port, "/v1/health").status, 200);
+  // Every other route needs it (the web page's files excepted: the page asks for the key), and a
+  // refused request is never parsed.
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"POST", "/v1/chat/completions"}, {"POST", "/chat/completions"}, {"POST", "/completions"},
+           {"POST", "/v1/embeddings"}, {"POST", "/embeddings"}, {"POST", "/tokenize"}, {"POST", "/detokenize"},
+           {"POST", "/apply-template"}, {"POST", "/v1/apply-template"}, {"GET", "/models"},
+           {"GET", "/v1/dashboard/events"}, {"GET", "/openapi.json"}, {"GET", "/no-such-route"}}) {
+    const Reply r = request(s->port, method, path, method == "POST" ? body : "");
+    EXPECT_EQ(r.status, 401) << method << " " << path << ": " << r.body;
+  }
 }
 
 // With room for one running and one waiting request, a burst gets 503 + Retry-After for the rest.

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <future>
 
 #include "loadgen/load_driver.h"
 #include "loadgen/load_mix.h"
@@ -420,6 +421,85 @@ TEST(ServerModels, ServesBothEmbeddedModelsByDefault) {
 }
 
 // `ubatch serve` refuses, at start-up, a model that can never fit --models-memory.
+// Unload races (a class of issue 31): under a budget that holds one model, streams to one model
+// are cut mid-answer while requests for the other force it out, again and again. A model is
+// never unloaded under a request (leases), a cut stream's lease is given back, and both models
+// keep answering; nothing is left in use or waiting at the end.
+TEST(ServerModels, UnloadRacesWithDisconnectsLeaveNothingBehind) {
+  UBATCH_REQUIRE_REFERENCE();
+  MultiOptions o;
+  o.budget = 150;  // one model at a time
+  std::unique_ptr<MultiServer> s = serve_two(o);
+  ASSERT_NE(s, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    const std::string cut_model = round % 2 ? "gemma" : "llama", other = round % 2 ? "llama" : "gemma";
+    RawConnection cut(s->port);
+    ASSERT_TRUE(cut.ok());
+    json body = completion(cut_model, 400);
+    body["stream"] = true;
+    body["ignore_eos"] = true;
+    ASSERT_TRUE(cut.send_post("/v1/completions", body.dump()));
+    auto other_reply = std::async(std::launch::async, [&] { return post(s->port, "/v1/completions", completion(other, 4).dump()); });
+    EXPECT_NE(cut.read_until("data: ", 2).find("200 OK"), std::string::npos) << "round " << round;
+    cut.close();  // the client goes away mid-stream: its lease must come back
+    const Reply r = other_reply.get();
+    EXPECT_EQ(r.status, 200) << "round " << round << ": " << r.body;
+  }
+  for (const char* name : {"llama", "gemma"}) {
+    const Reply r = post(s->port, "/v1/completions", completion(name, 2).dump());
+    EXPECT_EQ(r.status, 200) << name << ": " << r.body;
+  }
+  const json list = get(s->port, "/v1/models").parsed();
+  for (const json& m : list["data"]) {
+    EXPECT_EQ(m["meta"]["requests_active"], 0) << m.dump();
+    EXPECT_EQ(m["meta"]["requests_waiting"], 0) << m.dump();
+  }
+  EXPECT_EQ(get(s->port, "/health").status, 200);
+}
+
+// /health tells whether a model can serve (issue 31: it answered 200 when the only model had
+// failed to load): 503 "loading" before start-up loading ends, 503 "no_model" naming each
+// model's error once every model failed, 200 once one loads (here on demand, when a request
+// retries the load after the cause went away).
+TEST(ServerModels, HealthIs503WhenNoModelCanServe) {
+  UBATCH_REQUIRE_REFERENCE();
+  spdlog::set_level(spdlog::level::off);
+  server::ServerConfig cfg;
+  cfg.host = "127.0.0.1";
+  cfg.port = 0;
+  server::HttpServer http(cfg);
+  std::atomic<bool> broken{true};
+  Status st = http.serve_models({{"only", tiny_model(), "llama", 0, 100}},
+                                [&broken](const server::ModelInfo& info) -> Result<std::unique_ptr<server::LoadedModel>> {
+                                  if (broken) return Status::error("the file is broken");
+                                  return TestModel::load(info.path);
+                                },
+                                {});
+  ASSERT_TRUE(st) << st.message();
+  Result<int> port = http.bind();
+  ASSERT_TRUE(port) << port.message();
+  ASSERT_TRUE(http.start());
+  const Reply loading = get(port.value(), "/health");
+  EXPECT_EQ(loading.status, 503);
+  EXPECT_EQ(loading.parsed()["status"], "loading") << loading.body;
+
+  const Status preloaded = http.preload_models();
+  EXPECT_FALSE(preloaded);
+  EXPECT_NE(preloaded.message().find("only: the file is broken"), std::string::npos) << preloaded.message();
+  const Reply none = get(port.value(), "/health");
+  EXPECT_EQ(none.status, 503) << none.body;
+  EXPECT_EQ(none.parsed()["status"], "no_model") << none.body;
+  EXPECT_EQ(none.parsed()["error"]["code"], "no_model") << none.body;
+  EXPECT_NE(none.body.find("the file is broken"), std::string::npos) << none.body;
+  EXPECT_EQ(none.headers.count("Retry-After"), 1u);
+
+  broken = false;  // the next request loads it
+  const Reply r = post(port.value(), "/v1/completions", completion("", 2).dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(get(port.value(), "/health").status, 200);
+  http.stop();
+}
+
 TEST(ServerModels, RefusesAModelThatCanNeverFit) {
   UBATCH_REQUIRE_REFERENCE();
   int status = 0;

@@ -173,5 +173,31 @@ TEST(TokenizerMetadata, Errors) {
   expect_error(s, "tokenizer.ggml.tokens");
 }
 
+// A hostile vocabulary cannot make a load take memory out of proportion to the file: one
+// user-defined token of 1 MiB (each of its bytes would be a node of the special-token tries,
+// about 100 bytes of memory per byte of file: a 100 MB token took 8.9 GB and 49 s), too much
+// special-token text in all, and a chat template of 2 MiB, are refused by name.
+TEST(TokenizerMetadata, OverlongTokensAndTemplatesAreRefused) {
+  test::VocabSpec s = good_spm();
+  s.tokens.push_back(std::string(size_t{1} << 20, 'x'));
+  s.types.push_back(4);  // USER_DEFINED
+  s.scores.push_back(0);
+  expect_error(s, "tokenizer.ggml.tokens[4] is 1048576 bytes long");
+  s = good_spm();
+  s.tokens[3] = std::string(4096, 'a');  // the longest allowed
+  ASSERT_TRUE(test::tokenizer_from_spec(s)) << "a 4 KiB token is allowed";
+  // 300 user-defined tokens of 4 KiB each: each within the bound, 1.2 MiB of trie text in all.
+  s = good_spm();
+  for (int i = 0; i < 300; ++i) {
+    s.tokens.push_back(std::to_string(i) + std::string(4090, 'u'));
+    s.types.push_back(4);
+    s.scores.push_back(0);
+  }
+  expect_error(s, "user-defined and unknown tokens of tokenizer.ggml.tokens spell");
+  s = good_spm();
+  s.chat_template = std::string(size_t{2} << 20, ' ');
+  expect_error(s, "tokenizer.chat_template is 2097152 bytes long");
+}
+
 }  // namespace
 }  // namespace ubatch

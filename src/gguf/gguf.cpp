@@ -362,8 +362,9 @@ Status File::parse() {
   uint32_t magic = 0;
   (void)r.u32(magic, "header: magic");
   if (magic != kMagic) {
-    return r.error(0, "header", fmt::format("bad magic {:02x} {:02x} {:02x} {:02x} (expected \"GGUF\")",
-                                            base_[0], base_[1], base_[2], base_[3]));
+    // The file's own bytes are never shown: the path may name any file (a link in
+    // --models-dir), and its first bytes are none of the reader's business.
+    return r.error(0, "header", "bad magic: not a GGUF file (it does not start with \"GGUF\")");
   }
   if (Status s = r.u32(version_, "header: version"); !s) return s;
   if (version_ != 2 && version_ != 3) {

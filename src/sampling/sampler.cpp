@@ -124,10 +124,18 @@ LogitView adjusted_view(const SamplingParams& params, int32_t n_vocab,
                         const float* logits) {
   LogitView view{logits, static_cast<size_t>(n_vocab), {}};
   std::vector<Candidate>& touched = view.touched;
-  for (const auto& [id, bias] : params.logit_bias) {
-    if (id >= 0 && id < n_vocab) touched.push_back({0.0f, id});
-  }
-  for (int32_t id : recent) touched.push_back({0.0f, id});
+  const std::vector<std::pair<int32_t, float>>& bias_list = params.logit_bias;
+  // A bias list sorted by id with each id once (the server's) is merged in one pass; any other
+  // is sorted with the rest.
+  bool sorted_bias = true;
+  for (size_t i = 1; i < bias_list.size() && sorted_bias; ++i)
+    sorted_bias = bias_list[i - 1].first < bias_list[i].first;
+  std::vector<Candidate> others;  // the penalised ids (few)
+  std::vector<Candidate>& rest = sorted_bias ? others : touched;
+  if (!sorted_bias)
+    for (const auto& [id, bias] : bias_list)
+      if (id >= 0 && id < n_vocab) touched.push_back({0.0f, id});
+  for (int32_t id : recent) rest.push_back({0.0f, id});
   constexpr size_t kBlock = 64;
   for (size_t b = 0; b < counts.size(); b += kBlock) {  // counts is mostly zeros
     const size_t e = std::min(counts.size(), b + kBlock);
@@ -135,23 +143,43 @@ LogitView adjusted_view(const SamplingParams& params, int32_t n_vocab,
     for (size_t i = b; i < e; ++i) any |= counts[i];
     if (any == 0) continue;
     for (size_t i = b; i < e; ++i)
-      if (counts[i] != 0) touched.push_back({0.0f, static_cast<int32_t>(i)});
+      if (counts[i] != 0) rest.push_back({0.0f, static_cast<int32_t>(i)});
   }
-  if (touched.empty()) return view;
 
   auto by_id = [](const Candidate& a, const Candidate& b) { return a.second < b.second; };
-  std::sort(touched.begin(), touched.end(), by_id);
-  touched.erase(std::unique(touched.begin(), touched.end(),
-                            [](const Candidate& a, const Candidate& b) {
-                              return a.second == b.second;
-                            }),
-                touched.end());
+  auto same_id = [](const Candidate& a, const Candidate& b) { return a.second == b.second; };
+  std::sort(rest.begin(), rest.end(), by_id);
+  rest.erase(std::unique(rest.begin(), rest.end(), same_id), rest.end());
+  if (sorted_bias && !bias_list.empty()) {
+    // Merge the sorted bias ids with the sorted penalised ids.
+    touched.reserve(bias_list.size() + others.size());
+    size_t k = 0;
+    for (const auto& [id, bias] : bias_list) {
+      if (id < 0 || id >= n_vocab) continue;
+      for (; k < others.size() && others[k].second < id; ++k) touched.push_back(others[k]);
+      if (k < others.size() && others[k].second == id) ++k;
+      touched.push_back({0.0f, id});
+    }
+    touched.insert(touched.end(), others.begin() + static_cast<std::ptrdiff_t>(k), others.end());
+  } else if (sorted_bias) {
+    touched = std::move(others);
+  }
+  if (touched.empty()) return view;
   for (Candidate& c : touched) c.first = sanitize(logits[c.second]);
 
-  for (const auto& [id, bias] : params.logit_bias) {
-    if (id < 0 || id >= n_vocab) continue;
-    float& l = std::lower_bound(touched.begin(), touched.end(), Candidate{0.0f, id}, by_id)->first;
-    l = sanitize(l + bias);
+  if (sorted_bias) {
+    size_t k = 0;  // every bias id in range is in `touched`, in the same order
+    for (const auto& [id, bias] : bias_list) {
+      if (id < 0 || id >= n_vocab) continue;
+      while (touched[k].second != id) ++k;
+      touched[k].first = sanitize(touched[k].first + bias);
+    }
+  } else {
+    for (const auto& [id, bias] : bias_list) {
+      if (id < 0 || id >= n_vocab) continue;
+      float& l = std::lower_bound(touched.begin(), touched.end(), Candidate{0.0f, id}, by_id)->first;
+      l = sanitize(l + bias);
+    }
   }
   if (!recent.empty()) {
     std::vector<int32_t> in_window(recent.begin(), recent.end());

@@ -28,7 +28,9 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = 0xFFFFFFFFu;  // same seed, same logits → same tokens
-  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, added to its logit)
+  // (token id, added to its logit). Sorted by id with each id once (as the server gives it),
+  // each step costs time linear in its size; otherwise it is sorted at every step.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 struct TokenLogprob {

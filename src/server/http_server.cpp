@@ -166,7 +166,7 @@ Status HttpServer::serve_models(std::vector<ModelInfo> models, ModelLoader loade
   return Status::ok();
 }
 
-void HttpServer::preload_models() { impl_->state.models->preload(); }
+Status HttpServer::preload_models() { return impl_->state.models->preload(); }
 
 std::vector<std::pair<std::string, sched::MetricsSnapshot>> HttpServer::model_metrics() const {
   std::vector<std::pair<std::string, sched::MetricsSnapshot>> out;
@@ -202,6 +202,7 @@ void HttpServer::stop() {
   impl_->state.stopping = true;  // handlers answering from now on end their requests at once
   impl_->state.models->stop();   // requests waiting for a model to load get 503
   impl_->http->stop();
+  impl_->state.workers->stop();  // request work under way ends (its answers went out above)
 }
 
 int HttpServer::port() const { return impl_->port; }

@@ -9,7 +9,8 @@
 // preload_models(). Endpoints, fields, errors and metrics: docs/API.md.
 //
 // Threads: `http_threads` I/O threads serve every connection; no handler ever waits on a
-// socket or on the engine. A completion registers a notifier on its engine stream: the engine
+// socket or on the engine, and none parses, tokenizes, renders or compiles on them: that work
+// runs on `request_threads` workers (request_workers.h). A completion registers a notifier on its engine stream: the engine
 // thread only posts a task to the connection's strand, which drains the stream and writes.
 // A client that disconnects (streaming or not) has its request cancelled (Engine::cancel),
 // which frees its KV within one engine step; so has a streaming client that reads so slowly
@@ -48,6 +49,8 @@ struct ServerConfig {
   int32_t max_tokens_cap = 1 << 20;  // most tokens (`max_tokens`) per sample
   bool log_prompts = false;        // log prompt text (off: only ids and token counts are logged)
   int32_t http_threads = 2;        // I/O threads serving every connection (>= 1)
+  int32_t request_threads = 2;     // threads parsing and checking requests off the I/O threads (>= 1)
+  int32_t max_logit_bias = 0;      // most logit_bias entries per request (0: the vocabulary size)
   int keep_alive_timeout_s = 5;    // a connection waiting this long for a request's first byte closes
   double header_timeout_s = 10;    // first byte of a request → end of its header (408 beyond)
   double body_timeout_s = 30;      // end of the header → end of the body (408 beyond)
@@ -92,8 +95,9 @@ class HttpServer {
   // default that names no model, two models of one name).
   Status serve_models(std::vector<ModelInfo> models, ModelLoader loader, RegistryOptions options);
   // Loads models while they fit the budget (ModelRegistry::preload); blocks. /health answers
-  // 200 once it returns (or once one model is loaded).
-  void preload_models();
+  // 200 once one model is loaded, and 503 (status "no_model", with each model's error) when
+  // preloading is over and every model failed to load. Error in that case: nothing can serve.
+  Status preload_models();
   // Each loaded model's name and engine metrics (`serve --perf`).
   std::vector<std::pair<std::string, sched::MetricsSnapshot>> model_metrics() const;
   // Graceful shutdown, first half: /health answers 503 "draining", new completions get 503,

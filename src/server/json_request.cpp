@@ -214,17 +214,29 @@ std::optional<ApiError> parse_stop(const json& body, std::vector<std::string>& s
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_logit_bias(const json& body, int32_t n_vocab,
+// logit_bias: at most one entry per token of the vocabulary (fewer with --max-logit-bias),
+// refused by its size before any entry is read. The entries come out sorted by token id, each
+// id once ("7" and "07" name one token: refused), in time linear in the entries and the
+// vocabulary — the sampler merges them with its other adjustments in one pass.
+std::optional<ApiError> parse_logit_bias(const json& body, int32_t n_vocab, int32_t max_entries,
                                          std::vector<std::pair<int32_t, float>>& out) {
   const json* lb = field(body, "logit_bias");
   if (!lb) return std::nullopt;
   if (!lb->is_object()) return type_error("logit_bias", "an object mapping token ids to biases");
+  const bool capped = max_entries > 0 && max_entries < n_vocab;
+  const size_t limit = static_cast<size_t>(std::max(0, capped ? max_entries : n_vocab));
+  if (lb->size() > limit)
+    return invalid_request(fmt::format("'logit_bias' has {} entries; at most {} are allowed ({})", lb->size(), limit,
+                                       capped ? "the server's --max-logit-bias" : "one per token of the vocabulary"),
+                           "logit_bias");
+  out.clear();
+  out.reserve(lb->size());
   for (auto it = lb->begin(); it != lb->end(); ++it) {
     const std::string& key = it.key();
     int64_t id = -1;
     auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
     if (ec != std::errc() || end != key.data() + key.size() || key.empty())
-      return invalid_request(fmt::format("'logit_bias' key '{}' is not a token id", key), "logit_bias",
+      return invalid_request(fmt::format("'logit_bias' key '{}' is not a token id", key.substr(0, 64)), "logit_bias",
                              "invalid_token");
     if (id < 0 || id >= n_vocab)
       return invalid_request(fmt::format("'logit_bias' key {} is outside the vocabulary [0, {})", id, n_vocab),
@@ -238,6 +250,28 @@ std::optional<ApiError> parse_logit_bias(const json& body, int32_t n_vocab,
                              "logit_bias");
     out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
   }
+  auto twice = [](int32_t id) {
+    return invalid_request(fmt::format("'logit_bias' names token {} twice", id), "logit_bias", "invalid_token");
+  };
+  if (out.size() <= 64) {  // the usual few entries: a small sort
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 1; i < out.size(); ++i)
+      if (out[i].first == out[i - 1].first) return twice(out[i].first);
+    return std::nullopt;
+  }
+  // Many: each id's entry by id (a counting sort over the vocabulary).
+  constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> at(static_cast<size_t>(n_vocab), kNone);
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint32_t& slot = at[static_cast<size_t>(out[i].first)];
+    if (slot != kNone) return twice(out[i].first);
+    slot = static_cast<uint32_t>(i);
+  }
+  std::vector<std::pair<int32_t, float>> sorted;
+  sorted.reserve(out.size());
+  for (uint32_t i : at)
+    if (i != kNone) sorted.push_back(out[i]);
+  out = std::move(sorted);
   return std::nullopt;
 }
 
@@ -294,7 +328,7 @@ std::optional<ApiError> parse_sampling(const json& body, const RequestLimits& li
   } else if (limits.random_seed) {
     sp.seed = random_seed();
   }
-  UBATCH_TRY(parse_logit_bias(body, limits.n_vocab, sp.logit_bias));
+  UBATCH_TRY(parse_logit_bias(body, limits.n_vocab, limits.max_logit_bias, sp.logit_bias));
   return std::nullopt;
 }
 
@@ -369,6 +403,52 @@ std::optional<ApiError> parse_json_body(std::string_view body, json& out) {
     return invalid_request(fmt::format("invalid JSON: {}", e.what()), "", "invalid_json");
   }
   if (!out.is_object()) return invalid_request("the request body must be a JSON object", "", "invalid_json");
+  return std::nullopt;
+}
+
+namespace {
+
+// Thrown by the ordered parse's callback to stop at an object that is too wide.
+struct TooWide {
+  std::string member;  // the top-level member it is in
+};
+
+}  // namespace
+
+std::optional<ApiError> parse_ordered_members(std::string_view body, std::span<const std::string_view> keys,
+                                              nlohmann::ordered_json& out) {
+  using ojson = nlohmann::ordered_json;
+  // Depth 1 is the top-level object's members: each is kept or skipped as a whole (a skipped
+  // member's contents are parsed but never built). Within kept members, every object's members
+  // are counted (the innermost open object's count is the top of `counts`).
+  bool keep = false;
+  std::string member;
+  std::vector<size_t> counts;
+  auto callback = [&](int depth, ojson::parse_event_t event, ojson& parsed) -> bool {
+    using E = ojson::parse_event_t;
+    if (depth == 1 && event == E::key) {
+      member = parsed.get<std::string>();
+      keep = std::find(keys.begin(), keys.end(), member) != keys.end();
+      return keep;
+    }
+    if (depth < 1 || !keep) return true;  // the top level itself, or inside a skipped member
+    if (event == E::object_start) {
+      counts.push_back(0);
+    } else if (event == E::object_end) {
+      if (!counts.empty()) counts.pop_back();
+    } else if (event == E::key && !counts.empty() && ++counts.back() > kMaxOrderedObjectMembers) {
+      throw TooWide{member};
+    }
+    return true;
+  };
+  try {
+    out = ojson::parse(body, callback);
+  } catch (const TooWide& w) {
+    return invalid_request(fmt::format("an object in '{}' has more than {} members", w.member, kMaxOrderedObjectMembers),
+                           w.member);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_request(fmt::format("invalid JSON: {}", e.what()), "", "invalid_json");
+  }
   return std::nullopt;
 }
 

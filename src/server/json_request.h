@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,7 @@ struct RequestLimits {
   SamplingParams defaults;     // sampling for fields the request leaves out
   bool random_seed = true;     // no "seed" in the request: a random one (else defaults.seed)
   bool parse_special = true;   // /v1/completions text prompts: special-token text becomes special tokens
+  int32_t max_logit_bias = 0;  // most logit_bias entries (--max-logit-bias; 0: the vocabulary size)
 };
 
 struct ParsedRequest {
@@ -61,6 +63,20 @@ struct ChatSetup {
   const chat::ChatRenderer* renderer = nullptr;
   const nlohmann::ordered_json* ordered_body = nullptr;
 };
+
+// Most members one JSON object may have in the parts of a body parsed as ordered JSON (messages,
+// tools, chat_template_kwargs, response_format, json_schema): ordered JSON finds a member by a
+// linear search, so a wider object would cost quadratic time. docs/API.md, "Request limits".
+constexpr size_t kMaxOrderedObjectMembers = 4096;
+
+// Parses `body` (already checked by parse_json_body) as ordered JSON, keeping only the top-level
+// members named in `keys` (a logit_bias of 100,000 entries is skipped, not built). Time linear
+// in the body; an error when a kept object has more than kMaxOrderedObjectMembers members.
+std::optional<ApiError> parse_ordered_members(std::string_view body, std::span<const std::string_view> keys,
+                                              nlohmann::ordered_json& out);
+// The members a chat request's rendering reads (parse_chat_request).
+inline constexpr std::string_view kChatMembers[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
+                                                    "chat_template_kwargs"};
 
 // True when `s` is well-formed UTF-8 (Unicode ch. 3, table 3-7: no overlongs, no surrogates,
 // nothing above U+10FFFF). On failure *bad_offset (when given) is the first bad byte.

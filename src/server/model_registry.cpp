@@ -75,13 +75,16 @@ void ModelRegistry::attach(sched::Engine& engine, const Tokenizer& tokenizer) {
   e.loads++;
 }
 
-void ModelRegistry::preload() {
-  if (!loader_) return;
+Status ModelRegistry::preload() {
+  if (!loader_) return Status::ok();
   std::vector<size_t> order;
   for (RequestKind kind : {RequestKind::Chat, RequestKind::Completion})
     if (std::optional<size_t> i = resolve("", kind)) order.push_back(*i);
   for (size_t i = 0; i < entries_.size(); ++i) order.push_back(i);
+  std::vector<bool> tried(entries_.size(), false);  // a default is also in the list: once each
   for (size_t i : order) {
+    if (tried[i]) continue;
+    tried[i] = true;
     Calls calls;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -94,11 +97,14 @@ void ModelRegistry::preload() {
     load_unlocked(i, calls);
     call_all(calls);
   }
+  std::string reason;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     preloaded_ = true;
   }
   cv_.notify_all();
+  if (readiness(&reason) == Readiness::NoModel) return Status::error(reason);
+  return Status::ok();
 }
 
 std::optional<size_t> ModelRegistry::resolve(const std::string& requested, RequestKind kind) const {
@@ -190,12 +196,26 @@ uint64_t ModelRegistry::loaded_bytes() const {
   return loaded_bytes_locked();
 }
 
-bool ModelRegistry::serving() const {
+bool ModelRegistry::serving() const { return readiness() == Readiness::None; }
+
+ModelRegistry::Readiness ModelRegistry::readiness(std::string* reason) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (stopping_) return false;
+  auto say = [reason](std::string text) {
+    if (reason) *reason = std::move(text);
+  };
+  if (stopping_) return say("the server is shutting down"), Readiness::ShuttingDown;
   for (const Entry& e : entries_)
-    if (e.state == ModelState::Loaded) return true;
-  return loader_ && preloaded_;
+    if (e.state == ModelState::Loaded) return Readiness::None;
+  // Attach mode: the one model is not attached yet. On demand: start-up loading goes on.
+  if (!loader_ || !preloaded_) return say("the model is loading"), Readiness::Loading;
+  std::string failed;
+  for (const Entry& e : entries_) {
+    // A model loading now, or one that did not fail, loads on demand.
+    if (e.state == ModelState::Loading || e.error.empty()) return Readiness::None;
+    failed += fmt::format("{}{}: {}", failed.empty() ? "" : "; ", e.info.name, e.error);
+  }
+  say("no model can serve: every model failed to load (" + failed + ")");
+  return Readiness::NoModel;
 }
 
 void ModelRegistry::stop() {

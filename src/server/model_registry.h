@@ -89,7 +89,9 @@ class ModelRegistry {
   void attach(sched::Engine& engine, const Tokenizer& tokenizer);
   // Loads models in order (the defaults first) while they fit the budget without unloading
   // any; blocks. Logs each load; a model that fails to load is logged and stays unloaded.
-  void preload();
+  // Error, naming each model and why, when no model loaded (every one failed): nothing can
+  // serve (`ubatch serve` exits).
+  Status preload();
 
   size_t size() const { return entries_.size(); }
   const ModelInfo& info(size_t index) const { return entries_[index].info; }
@@ -119,8 +121,13 @@ class ModelRegistry {
   std::vector<Row> rows() const;
   uint64_t budget_bytes() const { return options_.budget_bytes; }
   uint64_t loaded_bytes() const;  // memory_bytes of the models loaded or loading
-  // At least one model serves: one is loaded, or (on-demand mode) start-up loading is over.
+  // At least one model serves: one is loaded, or (on-demand mode) start-up loading is over and
+  // some model did not fail its last load (it loads on demand).
   bool serving() const;
+  // Why none serves, for /health: Loading (start-up loading is not over), NoModel (every model
+  // failed its last load; `reason` names each with its error) or ShuttingDown; None when one serves.
+  enum class Readiness { None, Loading, NoModel, ShuttingDown };
+  Readiness readiness(std::string* reason = nullptr) const;
   // Fails every waiting request (ShuttingDown) and ends the loader thread. Idempotent.
   void stop();
 

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "server/json_request.h"
+
 namespace ubatch::server {
 
 namespace {
@@ -79,6 +81,53 @@ void with_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, c
     *slot = std::move(a);
     wake();
   });
+}
+
+void with_body_and_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, RequestKind kind,
+                         BodyNext next) {
+  struct Parsed {
+    std::optional<ApiError> error;
+    std::shared_ptr<const nlohmann::json> body;
+  };
+  // The body is copied (about a millisecond for the largest --max-body): the worker holds no
+  // reference to the exchange.
+  auto text = std::make_shared<const std::string>(ex->request().body);
+  off_io<Parsed>(
+      *state.workers, ex,
+      [text] {
+        Parsed p;
+        auto body = std::make_shared<nlohmann::json>();
+        p.error = parse_json_body(*text, *body);
+        p.body = std::move(body);
+        return p;
+      },
+      [&state, kind, text, next = std::move(next)](const std::shared_ptr<http::Exchange>& ex, Parsed& p) {
+        if (p.error) {
+          http::Response res;
+          send_error(res, *p.error);
+          return ex->respond(std::move(res));
+        }
+        std::shared_ptr<const nlohmann::json> body = p.body;
+        with_model(state, ex, *body, kind,
+                   [weak = std::weak_ptr<http::Exchange>(ex), text, body, next](ModelRegistry::Lease lease) {
+                     std::shared_ptr<http::Exchange> e = weak.lock();
+                     if (e && e->active()) next(e, text, body, std::move(lease));  // else: the client left
+                   });
+      });
+}
+
+http::AsyncHandler offloaded(ServerState& state, http::Handler handler) {
+  return [&state, handler = std::move(handler)](const std::shared_ptr<http::Exchange>& ex) {
+    auto req = std::make_shared<const http::Request>(ex->request());
+    off_io<http::Response>(
+        *state.workers, ex,
+        [req, handler] {
+          http::Response res;
+          handler(*req, res);
+          return res;
+        },
+        [](const std::shared_ptr<http::Exchange>& ex, http::Response& res) { ex->respond(std::move(res)); });
+  };
 }
 
 ModelRegistry::Lease model_now(ServerState& state, const std::string& name, RequestKind kind, ApiError* error) {

@@ -19,6 +19,7 @@
 
 #include "server/errors.h"
 #include "server/http/exchange.h"
+#include "server/http/router.h"
 #include "server/model_registry.h"
 #include "server/server_state.h"
 
@@ -34,6 +35,17 @@ ApiError model_not_found(const ModelRegistry& models, const std::string& name);
 // else after ServerConfig::model_wait_s).
 void with_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, const nlohmann::json& body,
                 RequestKind kind, std::function<void(ModelRegistry::Lease)> next);
+
+// Async routes with a JSON body: parses it off the I/O threads (request_workers.h; an error is
+// answered), then as with_model; `next` gets the body's text and its parse.
+using BodyNext = std::function<void(const std::shared_ptr<http::Exchange>& ex, std::shared_ptr<const std::string> text,
+                                    std::shared_ptr<const nlohmann::json> body, ModelRegistry::Lease lease)>;
+void with_body_and_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, RequestKind kind,
+                         BodyNext next);
+
+// A synchronous handler run off the I/O threads (request_workers.h): for routes whose work may
+// take more than a few milliseconds (tokenize, detokenize, apply-template).
+http::AsyncHandler offloaded(ServerState& state, http::Handler handler);
 
 // Synchronous routes (tokenize, templates, dashboard): a lease on the named model when it is
 // loaded now; else null with the error in *error (a route never waits for a load).

@@ -15,6 +15,7 @@
 #include "server/errors.h"
 #include "server/json_request.h"
 #include "server/model_route.h"
+#include "server/request_workers.h"
 #include "server/sse.h"
 #include "grammar/grammar_cache.h"
 #include "server/structured_output.h"
@@ -295,58 +296,71 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   bool over_ = false;  // answered, aborted, or Done seen: no more events are handled
 };
 
-// The request once its model is held (model_route.h): on the exchange's strand.
-void handle_with(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex, const json& body,
-                 ModelRegistry::Lease lease) {
-  const http::Request& req = ex->request();
-  http::Response res;
-  // Every early answer is an error in `res`: sent when leaving (an exception leaves it to
-  // the connection, which answers 500).
-  struct Answer {
-    const std::shared_ptr<http::Exchange>& ex;
-    http::Response& res;
-    bool pending = true;
-    ~Answer() {
-      if (pending && std::uncaught_exceptions() == 0) ex->respond(std::move(res));
-    }
-  } answer{ex, res};
-  if (state.draining) return send_error(res, unavailable("the server is shutting down", kDrainingRetryAfterS));
-  const Backend* b = lease.get();
-  if (b->engine->model_pooling() != sched::Pooling::None)  // the file says: an embedding model
-    return send_error(res, invalid_request("this model is an embedding model (its file sets a pooling type): it "
-                                           "serves /v1/embeddings, not completions", "model", "model_not_supported"));
-  if (endpoint == Endpoint::ChatCompletions && !b->chat)
-    return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
+// A request parsed and checked against its model, or the error to answer.
+struct Prepared {
+  std::optional<ApiError> error;
+  ParsedRequest parsed;
+};
+
+// The request once its model is held: parsing, tokenizing, rendering the chat template and
+// compiling the grammar — off the I/O threads (request_workers.h). Touches no exchange.
+Prepared prepare(const ServerState& state, Endpoint endpoint, const std::string& text, const json& body,
+                 const Backend& b) {
+  Prepared out;
+  auto fail = [&out](ApiError e) {
+    out.error = std::move(e);
+    return std::move(out);
+  };
+  if (b.engine->model_pooling() != sched::Pooling::None)  // the file says: an embedding model
+    return fail(invalid_request("this model is an embedding model (its file sets a pooling type): it serves "
+                                "/v1/embeddings, not completions", "model", "model_not_supported"));
+  if (endpoint == Endpoint::ChatCompletions && !b.chat)
+    return fail(server_error("the chat template cannot be used: " + b.chat_template_error));
   nlohmann::ordered_json ordered;  // chat: tool schemas keep their property order
-  if (endpoint == Endpoint::ChatCompletions) ordered = nlohmann::ordered_json::parse(req.body);
-  const ChatSetup setup{b->chat.get(), &ordered};
+  if (endpoint == Endpoint::ChatCompletions)
+    if (auto e = parse_ordered_members(text, kChatMembers, ordered))
+      return fail(*e);
+  const ChatSetup setup{b.chat.get(), &ordered};
   RequestLimits limits;
-  limits.n_ctx = b->n_ctx;
-  limits.n_vocab = b->n_vocab;
+  limits.n_ctx = b.n_ctx;
+  limits.n_vocab = b.n_vocab;
   limits.max_tokens_cap = state.config.max_tokens_cap;
   limits.max_n = state.config.max_n;
   limits.defaults = state.config.sampling;
   limits.random_seed = state.config.random_seed;
   limits.parse_special = state.config.parse_special;
-  ParsedRequest parsed;
-  if (auto e = parse_completion_request(body, endpoint, *b->tokenizer, setup, limits, parsed))
-    return send_error(res, *e);
-  if (auto e = parse_structured_output(req.body, b->engine->grammars(), parsed)) return send_error(res, *e);
+  limits.max_logit_bias = state.config.max_logit_bias;
+  ParsedRequest& parsed = out.parsed;
+  if (auto e = parse_completion_request(body, endpoint, *b.tokenizer, setup, limits, parsed)) return fail(*e);
+  if (auto e = parse_structured_output(text, b.engine->grammars(), parsed)) return fail(*e);
   if (!parsed.tool_gbnf.empty()) {
     if (parsed.request.grammar)
-      return send_error(res, invalid_request("'tools' (with tool_choice other than \"none\") and a structured output "
-                                             "constraint cannot be combined",
-                                             "tools"));
-    auto compiled = b->engine->grammars().get(grammar::GrammarKind::Gbnf, parsed.tool_gbnf);
-    if (!compiled) return send_error(res, invalid_request("tools: " + compiled.message(), "tools", "invalid_grammar"));
+      return fail(invalid_request("'tools' (with tool_choice other than \"none\") and a structured output "
+                                  "constraint cannot be combined",
+                                  "tools"));
+    auto compiled = b.engine->grammars().get(grammar::GrammarKind::Gbnf, parsed.tool_gbnf);
+    if (!compiled) return fail(invalid_request("tools: " + compiled.message(), "tools", "invalid_grammar"));
     parsed.request.grammar = compiled.value();
   }
+  return out;
+}
 
+// The prepared request submitted to the engine and answered: on the exchange's strand.
+void submit(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex,
+            ModelRegistry::Lease lease, ParsedRequest& parsed) {
+  const http::Request& req = ex->request();
+  auto fail = [&ex](const ApiError& e) {
+    http::Response res;
+    send_error(res, e);
+    ex->respond(std::move(res));
+  };
+  if (state.draining) return fail(unavailable("the server is shutting down", kDrainingRetryAfterS));
+  const Backend* b = lease.get();
   const size_t n_prompt = parsed.request.prompt.size();
   sched::Engine::Submitted sub = b->engine->submit(parsed.request);
   if (!sub.ok()) {
     spdlog::info("{} rejected: {}", req.path, sub.error_message);
-    return send_error(res, submit_error(sub));
+    return fail(submit_error(sub));
   }
   const uint64_t id = sub.stream->id();
   spdlog::info("request {:x} {}: {} prompt tokens, n {}, max_tokens {}, stream {}, priority {}, deadline_ms {}{}{}", id,
@@ -371,24 +385,36 @@ void handle_with(ServerState& state, Endpoint endpoint, const std::shared_ptr<ht
     meta.tool_prefill = parsed.tool_prefill;
     meta.tool_special_text = parsed.tool_gbnf.empty();
   }
-  answer.pending = false;
   auto job = std::make_shared<CompletionJob>(state, std::move(lease), parsed, std::move(sub.stream), std::move(meta), ex);
   job->start();
 }
 
+// Body parsed and model held (model_route.h), then prepared off the I/O threads and submitted
+// back on the strand.
 void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex) {
-  auto fail = [&ex](const ApiError& e) {
+  if (state.draining) {
     http::Response res;
-    send_error(res, e);
-    ex->respond(std::move(res));
-  };
-  if (state.draining) return fail(unavailable("the server is shutting down", kDrainingRetryAfterS));
-  auto body = std::make_shared<json>();
-  if (auto e = parse_json_body(ex->request().body, *body)) return fail(*e);
+    send_error(res, unavailable("the server is shutting down", kDrainingRetryAfterS));
+    return ex->respond(std::move(res));
+  }
   const RequestKind kind = endpoint == Endpoint::ChatCompletions ? RequestKind::Chat : RequestKind::Completion;
-  with_model(state, ex, *body, kind, [&state, endpoint, ex, body](ModelRegistry::Lease lease) {
-    handle_with(state, endpoint, ex, *body, std::move(lease));
-  });
+  with_body_and_model(state, ex, kind,
+                      [&state, endpoint](const std::shared_ptr<http::Exchange>& ex, std::shared_ptr<const std::string> text,
+                                         std::shared_ptr<const json> body, ModelRegistry::Lease lease) {
+                        off_io<Prepared>(
+                            *state.workers, ex,
+                            [&state, endpoint, text, body, lease] {
+                              return prepare(state, endpoint, *text, *body, *lease);
+                            },
+                            [&state, endpoint, lease](const std::shared_ptr<http::Exchange>& ex, Prepared& p) {
+                              if (p.error) {
+                                http::Response res;
+                                send_error(res, *p.error);
+                                return ex->respond(std::move(res));
+                              }
+                              submit(state, endpoint, ex, lease, p.parsed);
+                            });
+                      });
 }
 
 }  // namespace

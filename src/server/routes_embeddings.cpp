@@ -14,6 +14,7 @@
 #include "server/errors.h"
 #include "server/json_request.h"
 #include "server/model_route.h"
+#include "server/request_workers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ubatch::server {
@@ -171,30 +172,37 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
   bool over_ = false;
 };
 
-void handle_with(ServerState& state, const std::shared_ptr<http::Exchange>& ex, const json& body,
-                 ModelRegistry::Lease lease) {
-  const http::Request& req = ex->request();
-  http::Response res;
-  struct Answer {  // every early answer is an error in `res`, sent when leaving
-    const std::shared_ptr<http::Exchange>& ex;
-    http::Response& res;
-    bool pending = true;
-    ~Answer() {
-      if (pending && std::uncaught_exceptions() == 0) ex->respond(std::move(res));
-    }
-  } answer{ex, res};
-  if (state.draining) return send_error(res, unavailable("the server is shutting down"));
-  const Backend* b = lease.get();
+// A request parsed and tokenized against its model, or the error to answer.
+struct Prepared {
+  std::optional<ApiError> error;
+  EmbeddingRequest parsed;
+};
+
+// Off the I/O threads (request_workers.h): parsing and tokenizing every input.
+Prepared prepare(const ServerState& state, const json& body, const Backend& b) {
+  Prepared out;
   EmbeddingLimits limits;
-  limits.n_ctx = b->n_ctx;
-  limits.n_vocab = b->n_vocab;
-  limits.n_embd = b->engine->n_embd();
+  limits.n_ctx = b.n_ctx;
+  limits.n_vocab = b.n_vocab;
+  limits.n_embd = b.engine->n_embd();
   limits.parse_special = state.config.parse_special;
   // Each input is one engine request: never more than the queue takes at once.
-  limits.max_inputs = std::min<size_t>(limits.max_inputs, static_cast<size_t>(std::max(1, b->engine->config().max_queue)));
-  EmbeddingRequest parsed;
-  if (auto e = parse_embedding_request(body, *b->tokenizer, limits, parsed)) return send_error(res, *e);
+  limits.max_inputs = std::min<size_t>(limits.max_inputs, static_cast<size_t>(std::max(1, b.engine->config().max_queue)));
+  out.error = parse_embedding_request(body, *b.tokenizer, limits, out.parsed);
+  return out;
+}
 
+// On the exchange's strand: one engine request per input, answered by an EmbeddingJob.
+void submit(ServerState& state, const std::shared_ptr<http::Exchange>& ex, ModelRegistry::Lease lease,
+            EmbeddingRequest& parsed) {
+  const http::Request& req = ex->request();
+  auto fail = [&ex](const ApiError& e) {
+    http::Response res;
+    send_error(res, e);
+    ex->respond(std::move(res));
+  };
+  if (state.draining) return fail(unavailable("the server is shutting down"));
+  const Backend* b = lease.get();
   const sched::Pooling pooling = resolve_pooling(state.config, *b->engine);
   std::vector<std::shared_ptr<sched::Stream>> streams;
   for (const std::vector<int32_t>& ids : parsed.inputs) {
@@ -207,30 +215,37 @@ void handle_with(ServerState& state, const std::shared_ptr<http::Exchange>& ex, 
     if (!sub.ok()) {
       for (const auto& s : streams) b->engine->cancel(s->id());
       spdlog::info("{} rejected: {}", req.path, sub.error_message);
-      return send_error(res, embedding_submit_error(sub));
+      return fail(embedding_submit_error(sub));
     }
     streams.push_back(std::move(sub.stream));
   }
   spdlog::info("embeddings {:x}: {} inputs, pooling {}, {}", streams.front()->id(), streams.size(),
                sched::pooling_name(pooling), parsed.base64 ? "base64" : "float");
-  answer.pending = false;
   auto job = std::make_shared<EmbeddingJob>(state, std::move(lease), std::move(parsed), std::move(streams),
                                             state.config.embd_normalize, ex);
   job->start();
 }
 
 void handle(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
-  auto fail = [&ex](const ApiError& e) {
+  if (state.draining) {
     http::Response res;
-    send_error(res, e);
-    ex->respond(std::move(res));
-  };
-  if (state.draining) return fail(unavailable("the server is shutting down"));
-  auto body = std::make_shared<json>();
-  if (auto e = parse_json_body(ex->request().body, *body)) return fail(*e);
-  with_model(state, ex, *body, RequestKind::Completion, [&state, ex, body](ModelRegistry::Lease lease) {
-    handle_with(state, ex, *body, std::move(lease));
-  });
+    send_error(res, unavailable("the server is shutting down"));
+    return ex->respond(std::move(res));
+  }
+  with_body_and_model(state, ex, RequestKind::Completion,
+                      [&state](const std::shared_ptr<http::Exchange>& ex, std::shared_ptr<const std::string>,
+                               std::shared_ptr<const json> body, ModelRegistry::Lease lease) {
+                        off_io<Prepared>(
+                            *state.workers, ex, [&state, body, lease] { return prepare(state, *body, *lease); },
+                            [&state, lease](const std::shared_ptr<http::Exchange>& ex, Prepared& p) {
+                              if (p.error) {
+                                http::Response res;
+                                send_error(res, *p.error);
+                                return ex->respond(std::move(res));
+                              }
+                              submit(state, ex, lease, p.parsed);
+                            });
+                      });
 }
 
 }  // namespace

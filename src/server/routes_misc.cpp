@@ -34,10 +34,16 @@ void health(ServerState& state, http::Response& res) {
     send_json(res, 503, body);
     return set_retry_after(res, e);
   }
-  if (!state.models->serving()) {
-    ApiError e = unavailable("the model is loading", 1);
+  std::string reason;
+  const ModelRegistry::Readiness ready = state.models->readiness(&reason);
+  if (ready != ModelRegistry::Readiness::None) {
+    // Loading: retry soon. No model: every model failed to load; a request could only fail
+    // (a load balancer sends it elsewhere). The reason names each model and its error.
+    const bool none = ready == ModelRegistry::Readiness::NoModel;
+    ApiError e = unavailable(reason, none ? 10 : 1);
+    if (none) e.code = "no_model";
     json body = error_json(e);
-    body["status"] = "loading";
+    body["status"] = none ? "no_model" : ready == ModelRegistry::Readiness::Loading ? "loading" : "draining";
     send_json(res, 503, body);
     return set_retry_after(res, e);
   }
@@ -206,9 +212,13 @@ void register_misc_routes(http::Router& router, ServerState& state, int64_t star
   router.get("/openapi.json", [](const http::Request&, http::Response& res) {
     res.set_content(std::string(openapi_json()), "application/json");
   });
-  router.post("/tokenize", [&state](const http::Request& req, http::Response& res) { tokenize(state, req, res); });
-  router.post("/detokenize",
-              [&state](const http::Request& req, http::Response& res) { detokenize(state, req, res); });
+  // Tokenizing up to --max-body bytes takes time: off the I/O threads.
+  router.post_async("/tokenize", offloaded(state, [&state](const http::Request& req, http::Response& res) {
+                      tokenize(state, req, res);
+                    }));
+  router.post_async("/detokenize", offloaded(state, [&state](const http::Request& req, http::Response& res) {
+                      detokenize(state, req, res);
+                    }));
 }
 
 }  // namespace ubatch::server

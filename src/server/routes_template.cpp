@@ -17,7 +17,9 @@ void apply_template(ServerState& state, const http::Request& req, http::Response
   const ModelRegistry::Lease b = model_now(state, name, RequestKind::Chat, &error);
   if (!b) return send_error(res, error);
   if (!b->chat) return send_error(res, server_error("the chat template cannot be used: " + b->chat_template_error));
-  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+  nlohmann::ordered_json ordered;
+  if (auto e = parse_ordered_members(req.body, kChatMembers, ordered))
+    return send_error(res, *e);
   const ChatSetup setup{b->chat.get(), &ordered};
   ParsedRequest parsed;
   SegmentedText prompt;
@@ -32,8 +34,9 @@ void apply_template(ServerState& state, const http::Request& req, http::Response
 
 void register_template_routes(http::Router& router, ServerState& state) {
   auto handler = [&state](const http::Request& req, http::Response& res) { apply_template(state, req, res); };
-  router.post("/apply-template", handler);
-  router.post("/v1/apply-template", handler);
+  // Rendering a template takes time: off the I/O threads.
+  router.post_async("/apply-template", offloaded(state, handler));
+  router.post_async("/v1/apply-template", offloaded(state, handler));
 }
 
 }  // namespace ubatch::server

@@ -15,6 +15,7 @@
 #include "server/http/server.h"
 #include "server/http_server.h"
 #include "server/model_registry.h"
+#include "server/request_workers.h"
 
 namespace ubatch::server {
 
@@ -57,11 +58,16 @@ class DrainListeners {
 
 struct ServerState {
   explicit ServerState(ServerConfig c)
-      : config(std::move(c)), models(std::make_unique<ModelRegistry>(config.model_name, config.chat_template)) {}
+      : config(std::move(c)),
+        models(std::make_unique<ModelRegistry>(config.model_name, config.chat_template)),
+        workers(std::make_unique<RequestWorkers>(config.request_threads)) {}
   const ServerConfig config;
   // One model attached by HttpServer::set_backend, or several (HttpServer::serve_models);
   // replaced only before start().
   std::unique_ptr<ModelRegistry> models;
+  // Where request parsing and checking runs, off the I/O threads (request_workers.h). After
+  // `models`: its threads end before the models go.
+  std::unique_ptr<RequestWorkers> workers;
   std::atomic<bool> draining{false};  // graceful shutdown began: /health 503, new completions 503
   std::atomic<bool> stopping{false};  // stop() began: requests still running are ended
   const http::TransportStats* transport = nullptr;  // connection counters (for /metrics)

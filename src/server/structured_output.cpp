@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "grammar/grammar_cache.h"
+#include "server/json_request.h"
 
 namespace ubatch::server {
 
@@ -26,12 +27,9 @@ struct Constraint {
 
 std::optional<ApiError> parse_structured_output(std::string_view body, grammar::GrammarCache& grammars,
                                                 ParsedRequest& out) {
-  ojson doc;
-  try {
-    doc = ojson::parse(body);
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_request(fmt::format("invalid JSON: {}", e.what()), "", "invalid_json");
-  }
+  ojson doc;  // only the members read here (a large logit_bias is not built again)
+  static constexpr std::string_view kMembers[] = {"response_format", "grammar", "json_schema"};
+  if (auto e = parse_ordered_members(body, kMembers, doc)) return e;
   std::vector<Constraint> found;
   if (const ojson* rf = field(doc, "response_format")) {
     if (!rf->is_object()) return invalid_request("'response_format' must be an object", "response_format", "invalid_type");
@@ -85,6 +83,11 @@ std::optional<ApiError> parse_structured_output(std::string_view body, grammar::
                                        found[0].param, found[1].param),
                            found[1].param);
   const Constraint& c = found[0];
+  if (c.text.size() > kMaxConstraintBytes)
+    return invalid_request(fmt::format("the {} is {} bytes; at most {} are allowed",
+                                       c.kind == grammar::GrammarKind::Gbnf ? "grammar" : "JSON Schema", c.text.size(),
+                                       kMaxConstraintBytes),
+                           c.param);
   auto compiled = grammars.get(c.kind, c.text);
   if (!compiled) {
     const bool schema = c.kind == grammar::GrammarKind::JsonSchema;

@@ -9,6 +9,7 @@
 // grammar or an unsupported schema keyword is a 400 naming the position or keyword.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string_view>
 
@@ -20,6 +21,10 @@ class GrammarCache;
 }
 
 namespace ubatch::server {
+
+// Longest grammar (GBNF text) or JSON Schema (as compact JSON) a request may give; real ones
+// are a few KiB. Compiling runs off the I/O threads (request_workers.h) but still takes a worker.
+constexpr size_t kMaxConstraintBytes = 256 << 10;
 
 // Sets out.request.grammar when the body asks for structured output. Errors (400): wrong
 // types, an unknown response_format type, more than one constraint, a grammar or schema that

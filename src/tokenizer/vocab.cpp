@@ -60,6 +60,18 @@ namespace {
 
 constexpr std::string_view kPrefix = "tokenizer.ggml.";
 
+// Bounds on what a vocabulary may hold, so that the memory a load takes stays a small multiple
+// of the file whatever its bytes (a special token's text costs its length in trie nodes, tens
+// of bytes each). The longest piece of any vocabulary we know is 512 bytes (StarCoder); the
+// largest vocabularies (Gemma 3, 262,144 tokens) spell about 3 MiB in all; the longest chat
+// templates are tens of KiB.
+constexpr size_t kMaxTokenBytes = 4096;
+constexpr size_t kMaxVocabBytes = size_t{64} << 20;  // loads in about twice this
+// Control, user-defined and unknown tokens are matched in text through byte tries (about 100
+// bytes of memory per byte of their text): Gemma 3's 6,414 of them spell 74 KiB.
+constexpr size_t kMaxSpecialBytes = size_t{1} << 20;
+constexpr size_t kMaxChatTemplateBytes = size_t{1} << 20;
+
 // Reads an optional token id key; -1 when absent. Errors when present but out of range.
 Status read_token_id(const gguf::File& file, const std::string& key, int32_t n_vocab,
                      int32_t* out) {
@@ -132,6 +144,19 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
   }
   const size_t n = tokens->size();
   const int32_t n_vocab = static_cast<int32_t>(n);
+  size_t total_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t len = (*tokens)[i].size();
+    if (len > kMaxTokenBytes)
+      return Status::error("tokenizer: " + tokens_key + "[" + std::to_string(i) + "] is " + std::to_string(len) +
+                           " bytes long; a token may have at most " + std::to_string(kMaxTokenBytes) +
+                           " (a broken or hostile file)");
+    total_bytes += len;
+  }
+  if (total_bytes > kMaxVocabBytes)
+    return Status::error("tokenizer: " + tokens_key + " spells " + std::to_string(total_bytes) +
+                         " bytes in all; a vocabulary may spell at most " + std::to_string(kMaxVocabBytes) +
+                         " (a broken or hostile file)");
   v.text.reserve(n);
   for (std::string_view t : *tokens) v.text.emplace_back(t);
 
@@ -246,6 +271,16 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
   }
 
   // Texts recognised as whole tokens in the input (control, user-defined and unknown).
+  size_t special_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const TokenType t = v.type[i];
+    if (t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN)
+      special_bytes += v.text[i].size();
+  }
+  if (special_bytes > kMaxSpecialBytes)
+    return Status::error("tokenizer: the control, user-defined and unknown tokens of " + tokens_key + " spell " +
+                         std::to_string(special_bytes) + " bytes in all; at most " +
+                         std::to_string(kMaxSpecialBytes) + " are allowed (a broken or hostile file)");
   for (size_t i = 0; i < n; ++i) {
     const TokenType t = v.type[i];
     if (v.text[i].empty()) continue;
@@ -255,11 +290,15 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
     if (t == TokenType::USER_DEFINED) v.user_defined.insert(v.text[i], static_cast<int32_t>(i));
   }
 
-  if (std::optional<std::string_view> tmpl = file.get_string("tokenizer.chat_template")) {
-    v.chat_template = std::string(*tmpl);
+  for (auto [key, out] : {std::pair{"tokenizer.chat_template", &v.chat_template},
+                          std::pair{"tokenizer.chat_template.tool_use", &v.chat_template_tool_use}}) {
+    std::optional<std::string_view> tmpl = file.get_string(key);
+    if (!tmpl) continue;
+    if (tmpl->size() > kMaxChatTemplateBytes)
+      return Status::error(std::string("tokenizer: ") + key + " is " + std::to_string(tmpl->size()) +
+                           " bytes long; a chat template may have at most " + std::to_string(kMaxChatTemplateBytes));
+    *out = std::string(*tmpl);
   }
-  if (std::optional<std::string_view> tmpl = file.get_string("tokenizer.chat_template.tool_use"))
-    v.chat_template_tool_use = std::string(*tmpl);
   return vocab;
 }
 

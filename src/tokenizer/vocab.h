@@ -10,6 +10,10 @@
 //   tokenizer.ggml.{bos,eos,eot,eom,unknown,padding}_token_id, add_bos_token, add_eos_token,
 //   add_space_prefix, tokenizer.ggml.pre, tokenizer.chat_template, tokenizer.chat_template.tool_use;
 //   WordPiece: tokenizer.ggml.cls_token_id (used as BOS) and seperator_token_id (sic; used as EOS)
+//
+// Bounds (load_vocab refuses a file beyond them, naming the key): a token of at most 4 KiB, 64 MiB
+// of token text in all, 1 MiB of control, user-defined and unknown token text (each byte of it
+// is a trie node), a chat template of at most 1 MiB (docs/SECURITY.md).
 #pragma once
 
 #include <cstdint>

@@ -120,15 +120,28 @@ int run_serve(ServeOptions& o) {
       if (ropt.default_completion.empty()) ropt.default_completion = base.stem().string();
     }
   }
-  Result<std::vector<ModelFile>> collected = collect_model_files(std::move(files), o.models_dir);
+  Result<std::vector<ModelFile>> collected =
+      collect_model_files(std::move(files), o.models_dir, [](bool warning, const std::string& line) {
+        if (warning)
+          spdlog::warn("{}", line);
+        else
+          spdlog::info("{}", line);
+      });
   if (!collected) return fmt::print(stderr, "error: {}\n", collected.message()), 1;
   o.model.ctx_sequences = o.engine.n_parallel;  // --n-ctx 0: a full context for every slot
   std::vector<server::ModelInfo> infos;
   for (const ModelFile& f : collected.value()) {
     Result<server::ModelInfo> info = probe_model(f, o.model);
+    // A file named by -m must be a model; one found in --models-dir that is not is skipped
+    // (the directory may hold other files), and the message never shows the file's bytes.
+    if (!info && f.from_dir) {
+      spdlog::warn("--models-dir: skipping {}", info.message());  // the message starts with the path
+      continue;
+    }
     if (!info) return fmt::print(stderr, "error: {}\n", info.message()), 1;
     infos.push_back(std::move(info.value()));
   }
+  if (infos.empty()) return fmt::print(stderr, "error: --models-dir {}: no file in it is a GGUF model\n", o.models_dir), 1;
   const uint64_t available = available_memory_bytes();
   if (!o.models_memory.empty()) {
     Result<uint64_t> budget = parse_memory_budget(o.models_memory, available);
@@ -152,7 +165,12 @@ int run_serve(ServeOptions& o) {
                  static_cast<double>(m.file_bytes) / 1048576.0, static_cast<double>(m.memory_bytes) / 1048576.0,
                  m.name == ropt.default_chat ? "; default for chat" : "",
                  m.name == ropt.default_completion ? "; default for completions" : "");
-  http.preload_models();
+  // A model that failed to load may load on a later request (a file being copied in), but when
+  // every model failed and none loaded, nothing could ever answer: exit instead of serving 503s.
+  if (Status s = http.preload_models(); !s) {
+    http.stop();
+    return fmt::print(stderr, "error: {}\n", s.message()), 1;
+  }
   spdlog::info("ready: policy {}, n_parallel {}, n_batch {} per model", sched::policy_name(o.engine.policy),
                o.engine.n_parallel, o.engine.n_batch);
   int exit_code = 0;
@@ -224,6 +242,12 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_option("--http-threads", s.http_threads,
                  "I/O threads serving every HTTP connection (connections do not hold threads)")
       ->capture_default_str()->check(CLI::Range(1, 256));
+  sub.add_option("--request-threads", s.request_threads,
+                 "threads parsing and checking requests (JSON, tokenizing, templates, grammars) off the I/O threads")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  sub.add_option("--max-logit-bias", s.max_logit_bias,
+                 "most logit_bias entries per request (0: one per token of the vocabulary)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
   sub.add_option("--max-connections", s.max_connections,
                  "most open connections; more are accepted and closed at once")
       ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));

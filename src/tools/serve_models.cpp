@@ -80,16 +80,35 @@ Result<uint64_t> parse_memory_budget(const std::string& text, uint64_t available
   return static_cast<uint64_t>(v * scale);
 }
 
-Result<std::vector<ModelFile>> collect_model_files(std::vector<ModelFile> files, const std::string& dir) {
+Result<std::vector<ModelFile>> collect_model_files(std::vector<ModelFile> files, const std::string& dir,
+                                                   const std::function<void(bool, const std::string&)>& log) {
+  auto say = [&log](bool warning, const std::string& line) {
+    if (log) log(warning, line);
+  };
   if (!dir.empty()) {
     std::error_code ec;
     std::vector<std::filesystem::path> found;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-      if (entry.path().extension() == ".gguf" && entry.is_regular_file(ec)) found.push_back(entry.path());
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (entry.path().extension() != ".gguf") continue;
+      std::error_code e2;
+      const bool link = entry.is_symlink(e2);
+      // is_regular_file follows links: a link counts as what it points to.
+      if (!entry.is_regular_file(e2)) {
+        say(true, fmt::format("--models-dir: skipping {}: {}", entry.path().string(),
+                              link ? "a symbolic link that does not lead to a regular file" : "not a regular file"));
+        continue;
+      }
+      if (link) {
+        const std::filesystem::path target = std::filesystem::canonical(entry.path(), e2);
+        say(false, fmt::format("--models-dir: {} is a symbolic link to {} (followed)", entry.path().string(),
+                               e2 ? std::string("?") : target.string()));
+      }
+      found.push_back(entry.path());
+    }
     if (ec) return Status::error(fmt::format("--models-dir {}: {}", dir, ec.message()));
     if (found.empty()) return Status::error(fmt::format("--models-dir {}: no .gguf file in it", dir));
     std::sort(found.begin(), found.end());
-    for (const auto& p : found) files.push_back({p.string(), p.stem().string()});
+    for (const auto& p : found) files.push_back({p.string(), p.stem().string(), true});
   }
   if (files.empty()) return Status::error("no model to serve (give -m FILE or --models-dir DIR)");
   for (ModelFile& f : files)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,20 @@ Result<uint64_t> parse_memory_budget(const std::string& text, uint64_t available
 struct ModelFile {
   std::string path;
   std::string name;  // "" : the file's stem
+  bool from_dir = false;  // found in --models-dir (not named by -m)
 };
 
-// The files to serve: `files` as given, then every *.gguf of `dir` (sorted, named by stem).
+// The files to serve: `files` as given, then every *.gguf entry of `dir` (sorted, named by the
+// entry's stem), not descending into subdirectories. The symlink rule: an entry that is a
+// symbolic link is followed wherever it points (a Hugging Face cache holds links to its blobs)
+// and served when its target is a regular file, under the link's name; the log says where it
+// points (`log`, warning false). Entries that are not regular files (directories, dangling links,
+// devices) are skipped with a warning (`log`, warning true). A file that is not a GGUF is a probe
+// error (probe_model), which never shows the file's bytes.
 // Errors: a directory that cannot be read or holds no .gguf, no file at all.
-Result<std::vector<ModelFile>> collect_model_files(std::vector<ModelFile> files, const std::string& dir);
+Result<std::vector<ModelFile>> collect_model_files(
+    std::vector<ModelFile> files, const std::string& dir,
+    const std::function<void(bool warning, const std::string& line)>& log = {});
 
 // Reads each file's header (not its weights): architecture, size, and the memory it takes
 // loaded with `o` for the context: the file twice (mapped weights and, at most as large, their
