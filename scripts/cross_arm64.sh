@@ -12,14 +12,17 @@
 #      packages of the libraries (dpkg --add-architecture arm64; multiarch, beside the host's);
 #   2. configures build-arm64/ with cmake/aarch64-linux-gnu.cmake;
 #   3. builds an engine-only `ubatch` (-DUBATCH_SERVER=OFF: run, logits, tokenize, bench, …
-#      without `serve` and `load`) and the engine's test binaries (with --all: every target,
-#      the server and its tests included);
+#      without `serve` and `load`) and the engine's test files below (-DUBATCH_TEST_FILES: they
+#      build into the per-layer test executables, tests/CMakeLists.txt; with --all: every
+#      target, the server and its tests included);
 #   4. (--test) runs those tests with CTest under QEMU_CPU=<model> for each model, then the
 #      default-model check against the x86-64 build.
 # Emulated speed means nothing: nothing here takes a timing of the code under test (the stage
 # prints how long its steps took, for the CI budget).
 #
-# Usage: scripts/cross_arm64.sh [--test] [--all] [--ci]
+# Usage: scripts/cross_arm64.sh [--test] [--all] [--ci] [--ci-build]
+#   --ci-build  steps 1-3 of --ci only (install and build, no tests): scripts/test.sh runs it in
+#          the background, at idle CPU priority, while its other stages run
 #   --ci   what scripts/test.sh runs: --test with CI_SELECTION below (the slowest float-model
 #          cases and the 16-token greedy comparison with the reference are left to a full
 #          --test run), and where the cross toolchain or qemu cannot be installed it says so and
@@ -35,7 +38,8 @@ for arg in "$@"; do
     --test) RUN_TESTS=1 ;;
     --all) BUILD_ALL=1 ;;
     --ci) CI_MODE=1; RUN_TESTS=1 ;;
-    *) echo "usage: $0 [--test] [--all] [--ci]" >&2; exit 2 ;;
+    --ci-build) CI_MODE=1; RUN_TESTS=0 ;;
+    *) echo "usage: $0 [--test] [--all] [--ci] [--ci-build]" >&2; exit 2 ;;
   esac
 done
 
@@ -124,35 +128,29 @@ t0=$(date +%s)
 # run here are the engine's, and the server's Boost.Beast units are the costliest to compile.
 SERVER=OFF
 [ "$BUILD_ALL" = 1 ] && SERVER=ON
+TEST_FILES="$(IFS=';'; echo "${TESTS[*]}")"
+[ "$BUILD_ALL" = 1 ] && TEST_FILES=""
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUBATCH_SERVER=$SERVER \
-  -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" >/dev/null
-if [ "$BUILD_ALL" = 1 ]; then
-  cmake --build "$BUILD"
-else
-  cmake --build "$BUILD" --target ubatch "${TESTS[@]}"
-fi
+  -DUBATCH_TEST_FILES="$TEST_FILES" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" >/dev/null
+cmake --build "$BUILD"
 echo "== cross build took $(( $(date +%s) - t0 )) s"
 file "$BUILD/ubatch" 2>/dev/null || true
 
 [ "$RUN_TESTS" = 1 ] || exit 0
 
-# 4. Tests under qemu, once per CPU model. Test binaries not built here are listed by CTest
-# as <name>_NOT_BUILT and excluded.
+# 4. Tests under qemu, once per CPU model: every test registered in this tree (it builds only
+# the files of TESTS unless --all).
 # The emulator as CMake runs the tests (cmake/aarch64-linux-gnu.cmake says why -L only
 # without the multiarch arm64 C library).
 QEMU=(qemu-aarch64)
 [ -e /lib/ld-linux-aarch64.so.1 ] || QEMU+=(-L /usr/aarch64-linux-gnu)
 EXCLUDE='_NOT_BUILT$'
 [ "$CI_MODE" = 1 ] && EXCLUDE="$EXCLUDE|$CI_SELECTION"
-# The binaries above only (each test is labelled with its binary's name, tests/CMakeLists.txt),
-# whatever else an earlier --all build left in $BUILD; --all --test runs every binary.
-LABELS="^($(IFS='|'; echo "${TESTS[*]}"))\$"
-[ "$BUILD_ALL" = 1 ] && LABELS='.'
 for i in "${!CPU_MODELS[@]}"; do
   cpu=${CPU_MODELS[$i]}
   want=${EXPECT_LEVEL[$i]}
   echo "== aarch64 tests under qemu-aarch64 -cpu $cpu (expected SIMD level: $want)"
-  info=$(QEMU_CPU=$cpu "${QEMU[@]}" "$BUILD/tests/test_cpu_features" \
+  info=$(QEMU_CPU=$cpu "${QEMU[@]}" "$BUILD/tests/test_core" \
          --gtest_filter='CpuFeatures.PrintsDetected' 2>&1 | grep -E '^(cpu features|simd level)' || true)
   echo "$info" | sed 's/^/   /'
   case "$info" in
@@ -160,16 +158,16 @@ for i in "${!CPU_MODELS[@]}"; do
     *) echo "error: under -cpu $cpu the SIMD level is not $want" >&2; exit 1 ;;
   esac
   t0=$(date +%s)
-  labels=$LABELS
+  select=.
   # --ci: the engine tests once, under the CPU with every level (neoverse-n1: the kernel and
   # levels tests run NEON and dot product alike, each against the reference, bit for bit);
-  # under cortex-a72 the detection and cap tests, and the default-model check below at the
-  # NEON level it picks there.
+  # under cortex-a72 the detection and cap tests (test_cpu_features.cpp), and the default-model
+  # check below at the NEON level it picks there.
   if [ "$CI_MODE" = 1 ] && [ "$cpu" = cortex-a72 ]; then
-    labels='^test_cpu_features$'
-    echo "   (--ci: CpuFeatures only under $cpu; the engine tests run under neoverse-n1)"
+    select='^(CpuFeatures|CpuAmx|CpuSimdCap)\.'
+    echo "   (--ci: test_cpu_features.cpp only under $cpu; the engine tests run under neoverse-n1)"
   fi
-  QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)" -L "$labels" -E "$EXCLUDE"
+  QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)" -R "$select" -E "$EXCLUDE"
   echo "== -cpu $cpu: tests took $(( $(date +%s) - t0 )) s"
 done
 

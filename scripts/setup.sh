@@ -11,15 +11,17 @@
 #   4. a Release build in build/.
 #   (optional) HAProxy, for scripts/cluster.sh and its tests, and nginx (nginx-light), for the
 #   tests behind a proxy — a warning when either cannot be installed;
-# Usage: scripts/setup.sh [--no-run]
+# Usage: scripts/setup.sh [--no-run] [--no-build]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 RUN_MAIN=1
+BUILD=1
 for arg in "$@"; do
   case "$arg" in
     --no-run) RUN_MAIN=0 ;;
-    *) echo "usage: $0 [--no-run]" >&2; exit 2 ;;
+    --no-build) BUILD=0; RUN_MAIN=0 ;;
+    *) echo "usage: $0 [--no-run] [--no-build]" >&2; exit 2 ;;
   esac
 done
 
@@ -153,6 +155,8 @@ if ! python3 -c 'import selenium' >/dev/null 2>&1; then
     echo "warning: could not install selenium; the web page's browser test will skip"
 fi
 
+# --no-build: packages and models only (scripts/test.sh builds and times the Release tree itself).
+[ "$BUILD" = 1 ] || exit 0
 echo "== building (Release) in build/"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build

@@ -13,7 +13,7 @@
 namespace ubatch {
 namespace {
 
-std::unique_ptr<Context> make_context(const std::string& path, int32_t n_ubatch, int n_threads) {
+std::unique_ptr<Context> make_reference_context(const std::string& path, int32_t n_ubatch, int n_threads) {
   Result<std::unique_ptr<Model>> m = Model::load_file(path);
   EXPECT_TRUE(m.is_ok()) << m.message();
   if (!m) return nullptr;
@@ -27,20 +27,20 @@ std::unique_ptr<Context> make_context(const std::string& path, int32_t n_ubatch,
   return c ? std::move(c.value()) : nullptr;
 }
 
-nlohmann::json manifest() {
-  std::vector<uint8_t> bytes = test::read_file(test::reference_path("manifest.json"));
+nlohmann::json reference_manifest() {
+  std::vector<uint8_t> bytes = test::read_file(test::reference_path("reference_manifest.json"));
   return nlohmann::json::parse(bytes.begin(), bytes.end());
 }
 
 TEST(ReferenceLogits, EveryModelEveryCase) {
   UBATCH_REQUIRE_REFERENCE();
-  nlohmann::json man = manifest();
+  nlohmann::json man = reference_manifest();
   int n_models = 0;
   for (const auto& model : man["models"]) {
     const std::string file = model["file"];
     const double tol = model["tolerance"];
     SCOPED_TRACE(file);
-    std::unique_ptr<Context> ctx = make_context(test::reference_path(file), 512, 2);
+    std::unique_ptr<Context> ctx = make_reference_context(test::reference_path(file), 512, 2);
     ASSERT_TRUE(ctx);
     ++n_models;
     int case_index = 0;
@@ -55,12 +55,12 @@ TEST(ReferenceLogits, EveryModelEveryCase) {
 
 TEST(ReferenceLogits, GreedyGenerationMatchesGreedy16) {
   UBATCH_REQUIRE_REFERENCE();
-  nlohmann::json man = manifest();
+  nlohmann::json man = reference_manifest();
   for (const auto& model : man["models"]) {
     const std::string file = model["file"];
     const double tol = model["tolerance"];
     SCOPED_TRACE(file);
-    std::unique_ptr<Context> ctx = make_context(test::reference_path(file), 7, 2);
+    std::unique_ptr<Context> ctx = make_reference_context(test::reference_path(file), 7, 2);
     ASSERT_TRUE(ctx);
     for (const auto& c : model["cases"]) test::check_case_greedy(*ctx, c, tol);
   }

@@ -25,7 +25,7 @@ namespace {
 constexpr uint64_t kHuge[] = {~uint64_t{0}, uint64_t{1} << 63, (uint64_t{1} << 63) - 1, uint64_t{1} << 61, uint64_t{1} << 32};
 
 template <typename T>
-std::vector<uint8_t> le_bytes(const std::vector<T>& v) {
+std::vector<uint8_t> hostile_le_bytes(const std::vector<T>& v) {
   std::vector<uint8_t> out(v.size() * sizeof(T));
   if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
   return out;
@@ -56,12 +56,12 @@ Writer synthetic_writer(uint32_t version) {
   w.add_f64("a.f64", 0.125);
   w.add_bool("a.bool", true);
   w.add_string("a.str", "hello");
-  w.add_array("a.arr_i32", ValueType::INT32, 3, le_bytes<int32_t>({1, -2, 3}));
-  w.add_array("a.arr_f32", ValueType::FLOAT32, 2, le_bytes<float>({1.0f, 2.0f}));
+  w.add_array("a.arr_i32", ValueType::INT32, 3, hostile_le_bytes<int32_t>({1, -2, 3}));
+  w.add_array("a.arr_f32", ValueType::FLOAT32, 2, hostile_le_bytes<float>({1.0f, 2.0f}));
   w.add_array("a.arr_bool", ValueType::BOOL, 2, {0, 1});
   w.add_string_array("a.arr_str", {"x", "yy", "", "zzz"});
   std::vector<uint8_t> inner;
-  Writer::append(inner, Writer::encode_array(ValueType::UINT16, 2, le_bytes<uint16_t>({1, 2})));
+  Writer::append(inner, Writer::encode_array(ValueType::UINT16, 2, hostile_le_bytes<uint16_t>({1, 2})));
   Writer::append(inner, Writer::encode_array(ValueType::STRING, 1, Writer::encode_string("in")));
   w.add_array("a.arr_nested", ValueType::ARRAY, 2, inner);
   w.add_tensor("t.norm", TensorType::F32, {8});
@@ -410,7 +410,7 @@ TEST(GgufHostileMetadata, InvalidBool) {
 // recursed without a limit would run out of stack on a small file).
 TEST(GgufHostileMetadata, NestingDepth) {
   auto nested = [](size_t depth) {
-    std::vector<uint8_t> v = Writer::encode_array(ValueType::INT32, 1, le_bytes<int32_t>({5}));
+    std::vector<uint8_t> v = Writer::encode_array(ValueType::INT32, 1, hostile_le_bytes<int32_t>({5}));
     for (size_t d = 1; d < depth; ++d) v = Writer::encode_array(ValueType::ARRAY, 1, v);
     return v;
   };

@@ -83,7 +83,7 @@ std::vector<SimdLevel> available_levels() {
   return levels;
 }
 
-std::string describe(TensorType t, int64_t n_in, SimdLevel l) {
+std::string describe_matmul(TensorType t, int64_t n_in, SimdLevel l) {
   return std::string(tensor_type_name(t)) + " n_in=" + std::to_string(n_in) + " level=" +
          simd_level_name(l);
 }
@@ -144,7 +144,7 @@ TEST(Matmul, EveryLevelMatchesReference) {
           detail::matmul_at_level(level, w.view, x.data(), n_tokens, y.data(), pool);
           for (size_t i = 0; i < y.size(); ++i) {
             ASSERT_LE(std::fabs(y[i] - ref[i]), 1e-5 * mag[i] + 1e-30)
-                << describe(t, n_in, level) << " n_tokens=" << n_tokens << " i=" << i
+                << describe_matmul(t, n_in, level) << " n_tokens=" << n_tokens << " i=" << i
                 << " y=" << y[i] << " ref=" << ref[i];
           }
         }
@@ -182,7 +182,7 @@ TEST(Matmul, BatchInvariance) {
           detail::matmul_at_level(level, w.view, xb.data(), n_tokens, y.data(), *pool);
           for (int64_t i = 0; i < n_tokens; ++i)
             ASSERT_EQ(std::memcmp(y.data() + i * n_out, single.data() + rows[i] * n_out, n_out * 4), 0)
-                << describe(t, n_in, level) << " n_tokens=" << n_tokens << " row " << i
+                << describe_matmul(t, n_in, level) << " n_tokens=" << n_tokens << " row " << i
                 << " threads=" << pool->n_threads();
         }
       }

@@ -49,7 +49,7 @@ void softcap(const float* x, float* y, int64_t n, float cap);
 namespace ubatch::kernels {
 namespace {
 
-struct Impl {
+struct OpsImpl {
   std::string name;
   void (*rms_norm)(const float*, const float*, float*, int64_t, float);
   void (*softmax)(float*, int64_t);
@@ -59,8 +59,8 @@ struct Impl {
 };
 
 // The SIMD implementations this CPU can run (the dispatched one always).
-std::vector<Impl> simd_impls() {
-  std::vector<Impl> impls;
+std::vector<OpsImpl> simd_impls() {
+  std::vector<OpsImpl> impls;
   impls.push_back({"dispatched", &kernels::rms_norm, &kernels::softmax, &kernels::gelu_tanh,
                    &kernels::silu, &kernels::softcap});
 #if defined(UBATCH_X86_KERNELS)
@@ -150,7 +150,7 @@ TEST(KernelsOps, RmsNormRefMatchesDoubleFormula) {
 }
 
 TEST(KernelsOps, RmsNormSimdMatchesRef) {
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     for (int64_t n : kSizes) {
       const std::vector<float> x = random_vec(n, 10 + n, -20.0f, 20.0f);
       const std::vector<float> w = random_vec(n, 20 + n);
@@ -172,7 +172,7 @@ TEST(KernelsOps, RmsNormSimdMatchesRef) {
 // bits as the reference on every level.
 TEST(KernelsOps, RmsNormSpecialRowsSameBits) {
   const std::vector<float> sv = special_values();
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     for (int64_t n = 1; n <= 40; ++n) {
       std::vector<std::vector<float>> rows;
       rows.push_back(std::vector<float>(static_cast<size_t>(n), 0.0f));
@@ -289,7 +289,7 @@ TEST(KernelsOps, SoftmaxRefMatchesDoubleFormula) {
 }
 
 TEST(KernelsOps, SoftmaxSimdMatchesRef) {
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     for (int64_t n : kSizes) {
       for (float range : {1.0f, 30.0f, 200.0f}) {
         std::vector<float> x = random_vec(n, 40 + n, -range, range);
@@ -310,7 +310,7 @@ TEST(KernelsOps, SoftmaxSimdMatchesRef) {
 TEST(KernelsOps, SoftmaxSpecialRowsSameBits) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> sv = special_values();
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     for (int64_t n = 1; n <= 40; ++n) {
       std::vector<float> x(static_cast<size_t>(n));
       // Finite specials (zeros, subnormals, ±1e30, ±3.4e38) and -inf (masked entries).
@@ -330,7 +330,7 @@ TEST(KernelsOps, SoftmaxSpecialRowsSameBits) {
 
 TEST(KernelsOps, SoftmaxEdgeCases) {
   const float inf = std::numeric_limits<float>::infinity();
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     std::vector<float> one = {123.0f};
     impl.softmax(one.data(), 1);
     EXPECT_EQ(one[0], 1.0f);
@@ -390,7 +390,7 @@ TEST(KernelsOps, SoftcapMatchesDoubleAndIsBitIdenticalAcrossLevels) {
       ASSERT_LE(std::fabs(y[i]), cap);
     }
   }
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     for (int64_t n : kSizes) {
       const std::vector<float> x = random_vec(n, 90 + n, -60.0f, 60.0f);
       std::vector<float> y(x.size()), expect(x.size());
@@ -430,7 +430,7 @@ TEST(KernelsOps, GeluAndSiluRefMatchDoubleFormula) {
 }
 
 TEST(KernelsOps, GeluAndSiluSimdMatchRef) {
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     check_unary_vs_double(impl.gelu_tanh, &gelu_double, &gelu_exp_arg,
                           impl.name + " gelu vs double");
     check_unary_vs_double(impl.silu, &silu_double, &silu_exp_arg, impl.name + " silu vs double");
@@ -456,7 +456,7 @@ TEST(KernelsOps, GeluAndSiluSimdMatchRef) {
 // An element's result depends on its value only, not on its index or the row length: an op
 // over [n_tokens, n] at once equals the op on each element alone (batch invariance).
 TEST(KernelsOps, ElementwiseResultsDoNotDependOnPosition) {
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     const std::vector<float> x = random_vec(37, 60, -10.0f, 10.0f);
     std::vector<float> all(x.size());
     for (Unary f : {impl.gelu_tanh, impl.silu}) {
@@ -474,7 +474,7 @@ TEST(KernelsOps, ExtremeInputs) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> x = {-inf, -1e30f, -200.0f, -88.0f, -0.0f, 0.0f, 1e-30f,
                                 88.0f, 200.0f, 1e30f, inf};
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     std::vector<float> y(x.size()), expect(x.size());
     for (Unary f : {impl.silu, impl.gelu_tanh}) {
       const Unary r = f == impl.silu ? &ref::silu : &ref::gelu_tanh;
@@ -490,7 +490,7 @@ TEST(KernelsOps, ExtremeInputs) {
 // Every special value at every position of rows 1..40 long (tails of the 16-lane slices).
 TEST(KernelsOps, GeluAndSiluSpecialValuesSameBits) {
   const std::vector<float> sv = special_values();
-  for (const Impl& impl : simd_impls()) {
+  for (const OpsImpl& impl : simd_impls()) {
     for (int64_t n = 1; n <= 40; ++n) {
       for (size_t shift = 0; shift < sv.size(); shift += 5) {
         std::vector<float> x(static_cast<size_t>(n));

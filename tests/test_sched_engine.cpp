@@ -78,7 +78,7 @@ Outcome collect(Stream& s, Engine* engine = nullptr, int cancel_after = -1) {
   return o;
 }
 
-Request make_request(std::mt19937& rng, int32_t n_vocab) {
+Request make_random_request(std::mt19937& rng, int32_t n_vocab) {
   Request r;
   const int n_prompt = 1 + static_cast<int>(rng() % 60);
   r.prompt.push_back(1);
@@ -170,7 +170,7 @@ TEST(Engine, SixtyFourConcurrentRequestsMatchSoloRuns) {
   const int32_t n_vocab = f.ctx->n_vocab();
   std::mt19937 rng(2024);
   std::vector<Request> reqs;
-  for (int i = 0; i < 64; ++i) reqs.push_back(make_request(rng, n_vocab));
+  for (int i = 0; i < 64; ++i) reqs.push_back(make_random_request(rng, n_vocab));
 
   std::vector<Outcome> solo;
   {
@@ -237,7 +237,7 @@ TEST(Engine, PriorityPreemptionKeepsGreedyAndSeededOutputs) {
   std::mt19937 rng(7);
   std::vector<Request> longs, urgent;
   for (int i = 0; i < 4; ++i) {
-    Request r = make_request(rng, n_vocab);
+    Request r = make_random_request(rng, n_vocab);
     r.priority = 0;
     r.max_tokens = 200;
     if (i % 2 == 1) {  // seeded sampling
@@ -250,7 +250,7 @@ TEST(Engine, PriorityPreemptionKeepsGreedyAndSeededOutputs) {
     longs.push_back(r);
   }
   for (int i = 0; i < 6; ++i) {
-    Request r = make_request(rng, n_vocab);
+    Request r = make_random_request(rng, n_vocab);
     r.priority = 10;
     r.max_tokens = 12;
     urgent.push_back(r);

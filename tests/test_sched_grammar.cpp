@@ -19,15 +19,15 @@
 namespace ubatch::sched {
 namespace {
 
-struct Fixture {
+struct GrammarFixture {
   std::shared_ptr<const gguf::File> file;
   std::shared_ptr<Model> model;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Context> ctx;
 };
 
-Fixture load(const std::string& rel, int32_t n_ctx) {
-  Fixture f;
+GrammarFixture load_grammar(const std::string& rel, int32_t n_ctx) {
+  GrammarFixture f;
   Result<std::unique_ptr<gguf::File>> file = gguf::File::open(test::reference_path(rel));
   EXPECT_TRUE(file.is_ok());
   f.file = std::shared_ptr<const gguf::File>(std::move(file.value()));
@@ -48,7 +48,7 @@ Fixture load(const std::string& rel, int32_t n_ctx) {
   return f;
 }
 
-struct Outcome {
+struct GrammarOutcome {
   std::vector<std::vector<int32_t>> tokens;  // per sample
   std::vector<std::string> text;
   std::vector<FinishReason> finish;
@@ -56,8 +56,8 @@ struct Outcome {
   bool done = false;
 };
 
-Outcome collect(Stream& s, int n = 1) {
-  Outcome o;
+GrammarOutcome collect_grammar(Stream& s, int n = 1) {
+  GrammarOutcome o;
   o.tokens.resize(static_cast<size_t>(n));
   o.text.resize(static_cast<size_t>(n));
   o.finish.resize(static_cast<size_t>(n), FinishReason::Error);
@@ -102,7 +102,7 @@ Request seeded(const std::vector<int32_t>& prompt, uint64_t seed) {
 
 TEST(SchedGrammar, SamplesAreSentencesAndEndWithStop) {
   UBATCH_REQUIRE_REFERENCE();
-  Fixture f = load("models/tiny-llama-q8_0.gguf", 2048);
+  GrammarFixture f = load_grammar("models/tiny-llama-q8_0.gguf", 2048);
   EngineConfig cfg;
   cfg.n_parallel = 4;
   Engine engine(*f.ctx, *f.tok, cfg);
@@ -113,7 +113,7 @@ TEST(SchedGrammar, SamplesAreSentencesAndEndWithStop) {
   r.grammar = g.value();
   Engine::Submitted s = engine.submit(r);
   ASSERT_TRUE(s.ok()) << s.error_message;
-  const Outcome o = collect(*s.stream, 4);
+  const GrammarOutcome o = collect_grammar(*s.stream, 4);
   std::set<std::string> distinct;
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(o.finish[i], FinishReason::Stop) << o.text[i] << " " << o.error[i];
@@ -128,7 +128,7 @@ TEST(SchedGrammar, SamplesAreSentencesAndEndWithStop) {
 
 TEST(SchedGrammar, MaxTokensMidStructureEndsWithLength) {
   UBATCH_REQUIRE_REFERENCE();
-  Fixture f = load("models/tiny-llama-q8_0.gguf", 2048);
+  GrammarFixture f = load_grammar("models/tiny-llama-q8_0.gguf", 2048);
   Engine engine(*f.ctx, *f.tok, EngineConfig{});
   auto g = engine.grammars().get(grammar::GrammarKind::JsonObject, "");
   ASSERT_TRUE(g.is_ok()) << g.message();
@@ -138,7 +138,7 @@ TEST(SchedGrammar, MaxTokensMidStructureEndsWithLength) {
   r.ignore_eos = true;
   Engine::Submitted s = engine.submit(r);
   ASSERT_TRUE(s.ok()) << s.error_message;
-  const Outcome o = collect(*s.stream);
+  const GrammarOutcome o = collect_grammar(*s.stream);
   EXPECT_EQ(o.finish[0], FinishReason::Length);
   EXPECT_EQ(o.tokens[0].size(), 4u);
   // The text is what the grammar allows so far, not completed or repaired.
@@ -150,7 +150,7 @@ TEST(SchedGrammar, MaxTokensMidStructureEndsWithLength) {
 
 TEST(SchedGrammar, SameOutputAloneBatchedAndPreempted) {
   UBATCH_REQUIRE_REFERENCE();
-  Fixture f = load("models/tiny-llama-q8_0.gguf", 2048);
+  GrammarFixture f = load_grammar("models/tiny-llama-q8_0.gguf", 2048);
   const char* kList = R"G(root ::= "[" item ("," item){0,40} "]"
 item ::= [a-z]{1,4} | [0-9]{1,3})G";
   std::vector<Request> constrained;
@@ -175,9 +175,9 @@ item ::= [a-z]{1,4} | [0-9]{1,3})G";
     Engine engine(*f.ctx, *f.tok, cfg);
     Engine::Submitted s = engine.submit(r);
     EXPECT_TRUE(s.ok()) << s.error_message;
-    return s.ok() ? collect(*s.stream) : Outcome{};
+    return s.ok() ? collect_grammar(*s.stream) : GrammarOutcome{};
   };
-  std::vector<Outcome> want;
+  std::vector<GrammarOutcome> want;
   for (const Request& r : constrained) want.push_back(solo(r));
   f.ctx->kv().clear();
 
@@ -202,10 +202,10 @@ item ::= [a-z]{1,4} | [0-9]{1,3})G";
     urgent.ignore_eos = true;
     Engine::Submitted s = engine.submit(urgent);
     ASSERT_TRUE(s.ok());
-    collect(*s.stream);
+    collect_grammar(*s.stream);
   }
   for (size_t i = 0; i < constrained.size(); ++i) {
-    const Outcome o = collect(*streams[i]);
+    const GrammarOutcome o = collect_grammar(*streams[i]);
     EXPECT_EQ(o.tokens[0], want[i].tokens[0]) << "request " << i;
     EXPECT_EQ(o.text[0], want[i].text[0]) << "request " << i;
     EXPECT_EQ(o.finish[0], want[i].finish[0]) << "request " << i;
@@ -215,7 +215,7 @@ item ::= [a-z]{1,4} | [0-9]{1,3})G";
 
 TEST(SchedGrammar, GrammarForAnotherVocabularyIsInvalid) {
   UBATCH_REQUIRE_REFERENCE();
-  Fixture f = load("models/tiny-llama-q8_0.gguf", 256);
+  GrammarFixture f = load_grammar("models/tiny-llama-q8_0.gguf", 256);
   Engine engine(*f.ctx, *f.tok, EngineConfig{});
   Request r;
   r.prompt = {1, 2, 3};

@@ -169,7 +169,7 @@ class RecordingRunner final : public Runner {
   std::vector<int32_t> batch_tokens, batch_drafts;
 };
 
-struct Outcome {
+struct SpecUnitOutcome {
   std::map<uint64_t, std::map<int32_t, std::vector<int32_t>>> tokens;
   std::map<uint64_t, std::map<int32_t, FinishReason>> finish;
   std::map<uint64_t, std::map<int32_t, std::string>> text;  // per sample
@@ -179,14 +179,14 @@ struct Outcome {
 };
 
 // Runs the requests (submitted at the given clock times) to completion.
-Outcome run(const EngineConfig& cfg, const std::vector<std::pair<double, Request>>& reqs, int32_t surprise_every,
+SpecUnitOutcome run(const EngineConfig& cfg, const std::vector<std::pair<double, Request>>& reqs, int32_t surprise_every,
             int32_t eog = -1, int32_t n_ctx = 4096, const sim::CostModel& cost = sim::CostModel{}) {
   RecordingRunner runner(1000, n_ctx, cost);
   runner.fake.set_repetitive(surprise_every);
   runner.fake.set_eog(eog);
   Scheduler sched(runner, cfg);
   std::map<uint64_t, std::shared_ptr<Stream>> streams;
-  Outcome out;
+  SpecUnitOutcome out;
   size_t next = 0;
   for (int guard = 0; guard < 200000; ++guard) {
     while (next < reqs.size() && reqs[next].first <= runner.now_ms()) {
@@ -227,7 +227,7 @@ EngineConfig spec_config(int32_t k, int32_t n_parallel = 8, int32_t n_batch = 64
   return c;
 }
 
-void expect_same_output(const Outcome& a, const Outcome& b) {
+void expect_same_output(const SpecUnitOutcome& a, const SpecUnitOutcome& b) {
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.finish, b.finish);
   EXPECT_EQ(a.text, b.text);
@@ -272,8 +272,8 @@ TEST(SchedSpec, SameOutputAsPlainDecodingWithFewerSteps) {
   const auto reqs = mixed_requests(24, 1);
   for (int32_t surprise : {1000, 13, 3}) {
     SCOPED_TRACE("surprise every " + std::to_string(surprise));
-    const Outcome plain = run(spec_config(0), reqs, surprise, 7);
-    const Outcome spec = run(spec_config(8), reqs, surprise, 7);
+    const SpecUnitOutcome plain = run(spec_config(0), reqs, surprise, 7);
+    const SpecUnitOutcome spec = run(spec_config(8), reqs, surprise, 7);
     expect_same_output(plain, spec);
     EXPECT_EQ(plain.metrics.draft_tokens, 0u);
     EXPECT_GT(spec.metrics.draft_tokens, 0u);
@@ -293,8 +293,8 @@ TEST(SchedSpec, RandomMixesGiveTheSameOutput) {
     const int32_t n_batch = 16 + static_cast<int32_t>(seed * 11 % 80);
     const int32_t k = 1 + static_cast<int32_t>(seed % 10);
     const int32_t surprise = static_cast<int32_t>(2 + seed * 5);
-    const Outcome plain = run(spec_config(0, 6, n_batch), reqs, surprise, static_cast<int32_t>(seed));
-    const Outcome spec = run(spec_config(k, 6, n_batch), reqs, surprise, static_cast<int32_t>(seed));
+    const SpecUnitOutcome plain = run(spec_config(0, 6, n_batch), reqs, surprise, static_cast<int32_t>(seed));
+    const SpecUnitOutcome spec = run(spec_config(k, 6, n_batch), reqs, surprise, static_cast<int32_t>(seed));
     expect_same_output(plain, spec);
     EXPECT_GT(spec.metrics.draft_accepted, 0u);
   }
@@ -303,7 +303,7 @@ TEST(SchedSpec, RandomMixesGiveTheSameOutput) {
 TEST(SchedSpec, DraftsCountInTheBudgetAndNeverExceedK) {
   const auto reqs = mixed_requests(12, 9);
   for (int32_t n_batch : {8, 24}) {
-    const Outcome o = run(spec_config(6, 4, n_batch), reqs, 1000);
+    const SpecUnitOutcome o = run(spec_config(6, 4, n_batch), reqs, 1000);
     ASSERT_FALSE(o.batch_tokens.empty());
     for (size_t i = 0; i < o.batch_tokens.size(); ++i) {
       EXPECT_LE(o.batch_tokens[i], n_batch);
@@ -314,7 +314,7 @@ TEST(SchedSpec, DraftsCountInTheBudgetAndNeverExceedK) {
   // One sequence, budget 4: at most 3 drafts ride with its token.
   std::vector<std::pair<double, Request>> one = {{0.0, make_request(40, 60)}};
   one[0].second.ignore_eos = true;
-  const Outcome o = run(spec_config(8, 4, 4), one, 1000);
+  const SpecUnitOutcome o = run(spec_config(8, 4, 4), one, 1000);
   for (size_t i = 1; i < o.batch_drafts.size(); ++i) EXPECT_LE(o.batch_drafts[i], 3);
   EXPECT_EQ(o.tokens.at(1).at(0).size(), 60u);
 }
@@ -322,8 +322,8 @@ TEST(SchedSpec, DraftsCountInTheBudgetAndNeverExceedK) {
 TEST(SchedSpec, StopsExactlyAtMaxTokensAndAtAnEogInsideADraft) {
   for (int32_t max_tokens : {1, 2, 3, 9, 40}) {
     std::vector<std::pair<double, Request>> one = {{0.0, chain_request(5, 100, max_tokens)}};
-    const Outcome plain = run(spec_config(0), one, 1000);
-    const Outcome spec = run(spec_config(8), one, 1000);
+    const SpecUnitOutcome plain = run(spec_config(0), one, 1000);
+    const SpecUnitOutcome spec = run(spec_config(8), one, 1000);
     expect_same_output(plain, spec);
     EXPECT_EQ(spec.tokens.at(1).at(0).size(), static_cast<size_t>(max_tokens));
     EXPECT_EQ(spec.finish.at(1).at(0), FinishReason::Length);
@@ -333,13 +333,13 @@ TEST(SchedSpec, StopsExactlyAtMaxTokensAndAtAnEogInsideADraft) {
   std::vector<std::pair<double, Request>> one = {{0.0, chain_request(17, 120, 200)}};
   one[0].second.ignore_eos = false;
   const std::vector<int32_t> prompt = one[0].second.prompt;
-  const Outcome probe = run(spec_config(0), one, 1000);
+  const SpecUnitOutcome probe = run(spec_config(0), one, 1000);
   const std::vector<int32_t>& gen = probe.tokens.at(1).at(0);
   ASSERT_GT(gen.size(), 30u);
   const int32_t eog = gen[25];
   ASSERT_EQ(std::find(gen.begin(), gen.end(), eog) - gen.begin(), 25) << "the chain repeats sooner: pick another start";
-  const Outcome plain = run(spec_config(0), one, 1000, eog);
-  const Outcome spec = run(spec_config(8), one, 1000, eog);
+  const SpecUnitOutcome plain = run(spec_config(0), one, 1000, eog);
+  const SpecUnitOutcome spec = run(spec_config(8), one, 1000, eog);
   expect_same_output(plain, spec);
   EXPECT_EQ(spec.finish.at(1).at(0), FinishReason::Stop);
   EXPECT_EQ(spec.tokens.at(1).at(0).size(), 25u);  // the end-of-generation token is not streamed
@@ -348,12 +348,12 @@ TEST(SchedSpec, StopsExactlyAtMaxTokensAndAtAnEogInsideADraft) {
 
 TEST(SchedSpec, StopStringsMatchAcrossAcceptedDrafts) {
   std::vector<std::pair<double, Request>> one = {{0.0, chain_request(17, 120, 200)}};
-  const Outcome probe = run(spec_config(0), one, 1000);
+  const SpecUnitOutcome probe = run(spec_config(0), one, 1000);
   const std::string& text = probe.text.at(1).at(0);
   ASSERT_GT(text.size(), 120u);
   one[0].second.stop = {text.substr(100, 3), "zzzzzzzzzzzz"};
-  const Outcome plain = run(spec_config(0), one, 1000);
-  const Outcome spec = run(spec_config(8), one, 1000);
+  const SpecUnitOutcome plain = run(spec_config(0), one, 1000);
+  const SpecUnitOutcome spec = run(spec_config(8), one, 1000);
   expect_same_output(plain, spec);
   EXPECT_EQ(spec.finish.at(1).at(0), FinishReason::Stop);
   EXPECT_GT(spec.metrics.draft_accepted, 0u);
@@ -363,7 +363,7 @@ TEST(SchedSpec, PerRequestOptOutNeverDrafts) {
   std::vector<std::pair<double, Request>> one = {{0.0, make_request(30, 100)}};
   one[0].second.ignore_eos = true;
   one[0].second.speculative = false;
-  const Outcome o = run(spec_config(8), one, 1000);
+  const SpecUnitOutcome o = run(spec_config(8), one, 1000);
   EXPECT_EQ(o.metrics.draft_tokens, 0u);
   EXPECT_EQ(o.tokens.at(1).at(0).size(), 100u);
 }
@@ -372,8 +372,8 @@ TEST(SchedSpec, PreemptionUnderKvPressureKeepsTheOutput) {
   // A cache that cannot hold every sequence at full length: decodes preempt, drafts squeeze
   // into what is left, rollbacks free blocks.
   const auto reqs = mixed_requests(20, 21);
-  const Outcome plain = run(spec_config(0, 8, 64), reqs, 9, -1, 640);
-  const Outcome spec = run(spec_config(8, 8, 64), reqs, 9, -1, 640);
+  const SpecUnitOutcome plain = run(spec_config(0, 8, 64), reqs, 9, -1, 640);
+  const SpecUnitOutcome spec = run(spec_config(8, 8, 64), reqs, 9, -1, 640);
   expect_same_output(plain, spec);
   EXPECT_GT(spec.metrics.preemptions, 0u);
   EXPECT_GT(spec.metrics.draft_accepted, 0u);
@@ -387,9 +387,9 @@ TEST(SchedSpec, ServerWideTableDraftsFromFinishedOutputs) {
   const std::vector<std::pair<double, Request>> twice = {{0.0, r}, {5000.0, r}};
   EngineConfig with = spec_config(8, 4, 64);
   with.spec_table = 4096;
-  const Outcome plain = run(spec_config(0, 4, 64), twice, 0);
-  const Outcome table = run(with, twice, 0);
-  const Outcome own = run(spec_config(8, 4, 64), twice, 0);
+  const SpecUnitOutcome plain = run(spec_config(0, 4, 64), twice, 0);
+  const SpecUnitOutcome table = run(with, twice, 0);
+  const SpecUnitOutcome own = run(spec_config(8, 4, 64), twice, 0);
   expect_same_output(plain, table);
   EXPECT_EQ(plain.tokens.at(1), plain.tokens.at(2));
   EXPECT_GT(table.metrics.draft_accepted, 100u);  // nearly all of the second request
@@ -402,7 +402,7 @@ TEST(SchedSpec, BacksOffWhenDraftsFail) {
   // are wrong; after the first tries, few steps carry drafts.
   std::vector<std::pair<double, Request>> one = {{0.0, make_request(200, 400)}};
   one[0].second.ignore_eos = true;
-  const Outcome o = run(spec_config(8), one, 0);
+  const SpecUnitOutcome o = run(spec_config(8), one, 0);
   ASSERT_GT(o.batch_drafts.size(), 300u);
   int32_t late = 0;
   for (size_t i = o.batch_drafts.size() - 200; i < o.batch_drafts.size(); ++i) late += o.batch_drafts[i];
@@ -418,9 +418,9 @@ TEST(SchedSpec, BacksOffWhenStepsAreComputeBound) {
   cfg.step_cost_prior = StepCost{4.0, 1.0, 1.0};  // the machine's shape (ubatch sim passes its cost model)
   std::vector<std::pair<double, Request>> many;
   for (int i = 0; i < 16; ++i) many.push_back({0.0, chain_request(100 + i, 80, 300)});
-  const Outcome busy = run(cfg, many, 4, -1, 16384, compute_bound);
+  const SpecUnitOutcome busy = run(cfg, many, 4, -1, 16384, compute_bound);
   std::vector<std::pair<double, Request>> one(many.begin(), many.begin() + 1);
-  const Outcome alone = run(cfg, one, 4, -1, 16384, compute_bound);
+  const SpecUnitOutcome alone = run(cfg, one, 4, -1, 16384, compute_bound);
   EXPECT_GT(alone.metrics.draft_accepted, 50u);
   EXPECT_LT(alone.steps, 300);
   // While at least twelve decode (after the first prefills), almost no drafts.

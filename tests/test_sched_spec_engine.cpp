@@ -20,15 +20,15 @@
 namespace ubatch::sched {
 namespace {
 
-struct Fixture {
+struct SpecFixture {
   std::shared_ptr<const gguf::File> file;
   std::shared_ptr<Model> model;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Context> ctx;
 };
 
-Fixture load(const std::string& path, int32_t n_ctx, int32_t n_ubatch) {
-  Fixture f;
+SpecFixture load_spec(const std::string& path, int32_t n_ctx, int32_t n_ubatch) {
+  SpecFixture f;
   Result<std::unique_ptr<gguf::File>> file = gguf::File::open(path);
   EXPECT_TRUE(file.is_ok()) << file.message();
   f.file = std::shared_ptr<const gguf::File>(std::move(file.value()));
@@ -57,7 +57,7 @@ struct Sample {
   bool operator==(const Sample&) const = default;
 };
 
-struct Outcome {
+struct SpecOutcome {
   std::map<int32_t, Sample> samples;
   Usage usage;
   bool done = false;
@@ -69,8 +69,8 @@ uint32_t bits(float f) {
   return u;
 }
 
-Outcome collect(Stream& s) {
-  Outcome o;
+SpecOutcome collect_spec(Stream& s) {
+  SpecOutcome o;
   Event e;
   while (!o.done) {
     if (!s.next(e, std::chrono::seconds(120))) {
@@ -153,11 +153,11 @@ Request random_request(std::mt19937& rng, const Tokenizer& tok, int32_t n_vocab)
 
 // Runs the requests concurrently (one client thread each, staggered so prefills overlap
 // decodes) and returns their outcomes and the engine's metrics.
-std::vector<Outcome> run_all(Fixture& f, const EngineConfig& cfg, const std::vector<Request>& reqs,
+std::vector<SpecOutcome> run_all(SpecFixture& f, const EngineConfig& cfg, const std::vector<Request>& reqs,
                              MetricsSnapshot* metrics) {
   f.ctx->kv().clear();
   Engine engine(*f.ctx, *f.tok, cfg);
-  std::vector<Outcome> got(reqs.size());
+  std::vector<SpecOutcome> got(reqs.size());
   std::vector<std::thread> clients;
   for (size_t i = 0; i < reqs.size(); ++i) {
     clients.emplace_back([&, i] {
@@ -167,7 +167,7 @@ std::vector<Outcome> run_all(Fixture& f, const EngineConfig& cfg, const std::vec
         ADD_FAILURE() << "request " << i << ": " << s.error_message;
         return;
       }
-      got[i] = collect(*s.stream);
+      got[i] = collect_spec(*s.stream);
     });
   }
   for (auto& t : clients) t.join();
@@ -178,7 +178,7 @@ std::vector<Outcome> run_all(Fixture& f, const EngineConfig& cfg, const std::vec
   return got;
 }
 
-void expect_same(const std::vector<Outcome>& plain, const std::vector<Outcome>& spec) {
+void expect_same(const std::vector<SpecOutcome>& plain, const std::vector<SpecOutcome>& spec) {
   ASSERT_EQ(plain.size(), spec.size());
   for (size_t i = 0; i < plain.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
@@ -198,7 +198,7 @@ void expect_same(const std::vector<Outcome>& plain, const std::vector<Outcome>& 
 // Returns the draft tokens accepted over the speculative runs.
 uint64_t property_test(const std::string& model, uint32_t seed, int n_requests, bool expect_drafts = true) {
   uint64_t accepted = 0;
-  Fixture f = load(model, 4096, 32);
+  SpecFixture f = load_spec(model, 4096, 32);
   const int32_t n_vocab = f.ctx->n_vocab();
   std::mt19937 rng(seed);
   std::vector<Request> reqs;
@@ -209,7 +209,7 @@ uint64_t property_test(const std::string& model, uint32_t seed, int n_requests, 
   plain_cfg.n_batch = 48;
   plain_cfg.spec_k = 0;
   MetricsSnapshot plain_m, spec_m;
-  const std::vector<Outcome> plain = run_all(f, plain_cfg, reqs, &plain_m);
+  const std::vector<SpecOutcome> plain = run_all(f, plain_cfg, reqs, &plain_m);
   EXPECT_EQ(plain_m.draft_tokens, 0u);
 
   for (int32_t k : {3, 8}) {
@@ -219,7 +219,7 @@ uint64_t property_test(const std::string& model, uint32_t seed, int n_requests, 
     spec_cfg.spec_ngram = k == 3 ? 2 : 4;
     spec_cfg.spec_table = k == 8 ? 4096 : 0;
     spec_cfg.spec_always = k == 8;  // k 3: the step-time decision; k 8: every draft (most verification)
-    const std::vector<Outcome> spec = run_all(f, spec_cfg, reqs, &spec_m);
+    const std::vector<SpecOutcome> spec = run_all(f, spec_cfg, reqs, &spec_m);
     expect_same(plain, spec);
     // The fixed-k run exercised verification: drafts were accepted and rejected. (What the
     // step-time decision drafts follows wall-clock step times, which a loaded machine makes
@@ -259,7 +259,7 @@ TEST(SpecEngine, TinyLlamaF32ManySeeds) {
 // inside an accepted draft stops there, as without drafts.
 TEST(SpecEngine, GrammarConstrainedOutputIsTheSame) {
   UBATCH_REQUIRE_REFERENCE();
-  Fixture f = load(test::reference_path("models/tiny-llama-q8_0.gguf"), 4096, 32);
+  SpecFixture f = load_spec(test::reference_path("models/tiny-llama-q8_0.gguf"), 4096, 32);
   const char* kList = R"G(root ::= "[" item ("," item){0,40} "]"
 item ::= [a-z]{1,4} | [0-9]{1,3})G";
   const char* kShort = R"G(root ::= "(" [a-c]{1,3} ("," [a-c]{1,3}){0,5} ")")G";
@@ -292,11 +292,11 @@ item ::= [a-z]{1,4} | [0-9]{1,3})G";
   plain_cfg.n_batch = 48;
   plain_cfg.spec_k = 0;
   MetricsSnapshot plain_m, spec_m;
-  const std::vector<Outcome> plain = run_all(f, plain_cfg, reqs, &plain_m);
+  const std::vector<SpecOutcome> plain = run_all(f, plain_cfg, reqs, &plain_m);
   EngineConfig spec_cfg = plain_cfg;
   spec_cfg.spec_k = 8;
   spec_cfg.spec_always = true;
-  const std::vector<Outcome> spec = run_all(f, spec_cfg, reqs, &spec_m);
+  const std::vector<SpecOutcome> spec = run_all(f, spec_cfg, reqs, &spec_m);
   expect_same(plain, spec);
   EXPECT_GT(spec_m.draft_accepted, 0u);
   EXPECT_GT(spec_m.grammar_rows, 0u);
@@ -307,7 +307,7 @@ item ::= [a-z]{1,4} | [0-9]{1,3})G";
 // step-time decision and by fixed k), and most drafts are accepted.
 TEST(SpecEngine, DefaultModelCodeRewriteIsIdentical) {
   UBATCH_REQUIRE_DEFAULT_MODEL();
-  Fixture f = load(test::default_model(), 2048, 512);
+  SpecFixture f = load_spec(test::default_model(), 2048, 512);
   const std::string code =
       "def total_price(items, tax_rate):\n"
       "    subtotal = 0\n"
@@ -336,7 +336,7 @@ TEST(SpecEngine, DefaultModelCodeRewriteIsIdentical) {
   plain_cfg.n_batch = 128;
   plain_cfg.spec_k = 0;
   MetricsSnapshot plain_m, spec_m;
-  const std::vector<Outcome> plain = run_all(f, plain_cfg, reqs, &plain_m);
+  const std::vector<SpecOutcome> plain = run_all(f, plain_cfg, reqs, &plain_m);
   EXPECT_NE(plain[0].samples.at(0).text.find("order_total"), std::string::npos) << plain[0].samples.at(0).text;
   // Drafting decided by the step-time model, fitted on this machine's wall-clock step times.
   // Under CPU contention that fit is arbitrary (seen: a 0 ms per-step term and 19 ms per

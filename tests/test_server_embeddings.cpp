@@ -21,7 +21,7 @@
 namespace ubatch::test {
 namespace {
 
-std::vector<int32_t> tokenize(const Tokenizer& tok, const std::string& text) {
+std::vector<int32_t> tokenize_for_embeddings(const Tokenizer& tok, const std::string& text) {
   std::vector<int32_t> ids = tok.tokenize(text, tok.add_bos_default(), true);
   if (tok.add_eos_default() && tok.eos() >= 0) ids.push_back(tok.eos());
   return ids;
@@ -141,7 +141,7 @@ TEST_P(EmbeddingsPooling, VectorEqualsTheContextReference) {
     ASSERT_EQ(j["data"].size(), 1u);
     EXPECT_EQ(j["data"][0]["object"], "embedding");
     EXPECT_EQ(j["data"][0]["index"], 0);
-    const std::vector<int32_t> ids = tokenize(*s->tokenizer, text);
+    const std::vector<int32_t> ids = tokenize_for_embeddings(*s->tokenizer, text);
     EXPECT_EQ(j["usage"]["prompt_tokens"], ids.size());
     EXPECT_EQ(j["usage"]["total_tokens"], ids.size());
     const std::vector<float> got = floats(j["data"][0]["embedding"]);
@@ -230,15 +230,15 @@ TEST(Embeddings, FloatAndBase64AreTheSameVectorAndTokenInputsMatchText) {
   ASSERT_EQ(vf.size(), vb.size());
   EXPECT_EQ(std::memcmp(vf.data(), vb.data(), vf.size() * sizeof(float)), 0);
 
-  // Token ids, and arrays of them, embed like the text they tokenize from.
-  const std::vector<int32_t> ids = tokenize(*s->tokenizer, kTexts[1]);
+  // Token ids, and arrays of them, embed like the text they tokenize_for_embeddings from.
+  const std::vector<int32_t> ids = tokenize_for_embeddings(*s->tokenizer, kTexts[1]);
   Reply t = embed(s->port, {{"input", ids}});
   ASSERT_EQ(t.status, 200) << t.body;
   EXPECT_EQ(floats(t.parsed()["data"][0]["embedding"]), vf);
-  Reply tt = embed(s->port, {{"input", {ids, tokenize(*s->tokenizer, kTexts[2])}}});
+  Reply tt = embed(s->port, {{"input", {ids, tokenize_for_embeddings(*s->tokenizer, kTexts[2])}}});
   ASSERT_EQ(tt.status, 200) << tt.body;
   EXPECT_EQ(floats(tt.parsed()["data"][0]["embedding"]), vf);
-  EXPECT_EQ(tt.parsed()["usage"]["prompt_tokens"], ids.size() + tokenize(*s->tokenizer, kTexts[2]).size());
+  EXPECT_EQ(tt.parsed()["usage"]["prompt_tokens"], ids.size() + tokenize_for_embeddings(*s->tokenizer, kTexts[2]).size());
 }
 
 TEST(Embeddings, DimensionsTruncatesAndRenormalises) {
@@ -270,7 +270,7 @@ TEST(Embeddings, NoNormalizeReturnsThePooledVector) {
   double norm = 0;
   for (float x : v) norm += static_cast<double>(x) * x;
   EXPECT_GT(std::abs(std::sqrt(norm) - 1.0), 1e-3) << "an RMS-normalised hidden state has norm ~sqrt(n_embd), not 1";
-  const std::vector<double> want = reference_vector(tiny_model(), tokenize(*s->tokenizer, kTexts[1]), sched::Pooling::Last);
+  const std::vector<double> want = reference_vector(tiny_model(), tokenize_for_embeddings(*s->tokenizer, kTexts[1]), sched::Pooling::Last);
   EXPECT_LT(cosine_distance(want, v), 1e-4);
 }
 
@@ -350,7 +350,7 @@ TEST(Embeddings, PoolingFromTheFileAndAnEmbeddingModelDoesNotGenerate) {
       EXPECT_EQ(c.parsed()["error"]["code"], "model_not_supported") << c.body;
       Reply e = embed(s->port, {{"input", kTexts[1]}});
       ASSERT_EQ(e.status, 200) << e.body;
-      const std::vector<double> want = reference_vector(path, tokenize(*s->tokenizer, kTexts[1]), pooling);
+      const std::vector<double> want = reference_vector(path, tokenize_for_embeddings(*s->tokenizer, kTexts[1]), pooling);
       EXPECT_LT(cosine_distance(want, floats(e.parsed()["data"][0]["embedding"])), 1e-4) << type;
     }
     std::filesystem::remove(path);

@@ -16,7 +16,7 @@
 namespace ubatch::test {
 namespace {
 
-std::string read_text(const std::string& path) {
+std::string read_text_openai_tools(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
@@ -58,7 +58,7 @@ void run_tool_suite(const std::string& model) {
   kill(server.pid, SIGTERM);
   int wstatus = 0;
   waitpid(server.pid, &wstatus, 0);
-  const std::string server_log = read_text(log);
+  const std::string server_log = read_text_openai_tools(log);
   std::filesystem::remove(log);
   ASSERT_TRUE(server.ready) << "/health never turned 200:\n" << server_log;
   EXPECT_EQ(status, 0) << output << "\nserver log (tail):\n"

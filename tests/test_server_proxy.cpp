@@ -55,7 +55,7 @@ int free_port() {
   return port;
 }
 
-std::string read_text(const std::string& path) {
+std::string read_text_proxy(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
@@ -75,7 +75,7 @@ class ProxyProcess {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
   const std::string& dir() const { return dir_; }
-  std::string log() const { return read_text(dir_ + "/proxy.log") + read_text(dir_ + "/error.log"); }
+  std::string log() const { return read_text_proxy(dir_ + "/proxy.log") + read_text_proxy(dir_ + "/error.log"); }
 
   // Starts argv (stdout and stderr to proxy.log) and waits until `port` accepts connections.
   bool start(std::vector<std::string> argv, int port) {
@@ -153,7 +153,7 @@ std::unique_ptr<ServedModel> serve_default(double keepalive_s) {
   return serve_model(default_model(), o);
 }
 
-const json kCompletion = {{"prompt", "The capital of France is"}, {"max_tokens", 8}, {"temperature", 0}};
+const json kProxyCompletion = {{"prompt", "The capital of France is"}, {"max_tokens", 8}, {"temperature", 0}};
 const json kChat = {{"messages", json::array({{{"role", "user"}, {"content", "Say hello in French."}}})},
                     {"max_tokens", 8},
                     {"temperature", 0}};
@@ -167,7 +167,7 @@ std::string text_of(const json& response) {
 // whole — a 200, the text of the same request sent to the server directly, and a stream's
 // every frame up to [DONE].
 void expect_whole_through(int proxy_port, int direct_port) {
-  for (const auto& [path, body] : {std::pair{"/v1/completions", kCompletion}, std::pair{"/v1/chat/completions", kChat}}) {
+  for (const auto& [path, body] : {std::pair{"/v1/completions", kProxyCompletion}, std::pair{"/v1/chat/completions", kChat}}) {
     SCOPED_TRACE(path);
     Reply direct = post(direct_port, path, body.dump());
     ASSERT_EQ(direct.status, 200) << direct.body;
@@ -221,7 +221,7 @@ TEST_F(ServerBehindProxy, NginxDefaultProxyPassCarriesStreamsAndWholeResponses) 
 TEST_F(ServerBehindProxy, NginxWithTheDeployConfigurationCarriesThemToo) {
   const std::string nginx = find_program("nginx");
   if (nginx.empty()) GTEST_SKIP() << "nginx not installed (scripts/setup.sh installs nginx-light)";
-  std::string conf = read_text(std::string(UBATCH_TESTS_DIR) + "/../deploy/nginx/ubatch.conf");
+  std::string conf = read_text_proxy(std::string(UBATCH_TESTS_DIR) + "/../deploy/nginx/ubatch.conf");
   ASSERT_FALSE(conf.empty());
   ProxyProcess p;
   const int listen = free_port();
@@ -299,7 +299,7 @@ TEST_F(ServerBehindProxy, HaproxyShortServerTimeoutAStreamQueuedBehindALongReque
   ProxyProcess p;
   const int ka = free_port(), off = free_port();
   ASSERT_TRUE(start_haproxy(p, haproxy, ka, port(), off, silent->port)) << p.log();
-  json body = kCompletion;
+  json body = kProxyCompletion;
   body["stream"] = true;
 
   for (const bool keepalive : {true, false}) {
@@ -386,7 +386,7 @@ TEST_F(ServerBehindProxy, ADeadlinePassingAfterTheHeadIsAnErrorEventThenDone) {
   json errors[2];
   for (const bool stream : {true, false}) {
     SCOPED_TRACE(stream ? "streamed" : "not streamed");
-    json body = kCompletion;
+    json body = kProxyCompletion;
     body["stream"] = stream;
     Collected c;
     // A loaded machine's step-time estimate may refuse at admission (503): a longer deadline then.

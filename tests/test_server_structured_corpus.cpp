@@ -18,7 +18,7 @@ extern char** environ;
 namespace ubatch::test {
 namespace {
 
-std::string read_text(const std::string& path) {
+std::string read_text_structured_corpus(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
@@ -51,7 +51,7 @@ TEST(ServerStructuredCorpus, SchemasAndGrammarsOnTheDefaultModel) {
   kill(pid, SIGTERM);
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
-  const std::string server_log = read_text(log);
+  const std::string server_log = read_text_structured_corpus(log);
   std::filesystem::remove(log);
 
   ASSERT_GT(port, 0) << "no 'listening on' line:\n" << server_log;

@@ -19,7 +19,7 @@ extern char** environ;
 namespace ubatch::test {
 namespace {
 
-std::string read_text(const std::string& path) {
+std::string read_text_webui_browser(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
@@ -71,7 +71,7 @@ TEST(ServerWebUiBrowser, PlaygroundAndDashboardInHeadlessChromium) {
   kill(pid, SIGTERM);
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
-  const std::string server_log = read_text(log);
+  const std::string server_log = read_text_webui_browser(log);
   std::filesystem::remove(log);
   if (keep.empty()) std::filesystem::remove(screenshot);
 

@@ -12,7 +12,7 @@ namespace {
 
 const std::string kFffd = "\xEF\xBF\xBD";
 
-bool is_valid_utf8(const std::string& s) {
+bool is_valid_utf8_ref(const std::string& s) {
   size_t i = 0;
   while (i < s.size()) {
     const tokenizer::Utf8Scan r = tokenizer::utf8_scan(std::string_view(s).substr(i));
@@ -49,7 +49,7 @@ TEST(Utf8StreamDecoder, SplitInsideTextKeepsCompletePrefix) {
   for (size_t cut = 0; cut <= text.size(); ++cut) {
     Utf8StreamDecoder d;
     const std::string first = d.push(text.substr(0, cut));
-    EXPECT_TRUE(is_valid_utf8(first)) << "cut " << cut;
+    EXPECT_TRUE(is_valid_utf8_ref(first)) << "cut " << cut;
     const std::string second = d.push(text.substr(cut));
     EXPECT_EQ(first + second + d.flush(), text) << "cut " << cut;
   }
@@ -90,7 +90,7 @@ TEST(Utf8StreamDecoder, OutputAlwaysValidForArbitraryBytes) {
       out += d.push(std::string(1, static_cast<char>(b)));
       out += d.push("\x80\x80");
       out += d.flush();
-      EXPECT_TRUE(is_valid_utf8(out)) << a << " " << b;
+      EXPECT_TRUE(is_valid_utf8_ref(out)) << a << " " << b;
     }
   }
 }

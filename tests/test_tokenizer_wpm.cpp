@@ -14,29 +14,29 @@
 namespace ubatch {
 namespace {
 
-using Words = std::vector<std::string>;
+using WpmWords = std::vector<std::string>;
 using Ids = std::vector<int32_t>;
 
 TEST(WordPieceWords, BasicTokenization) {
   using tokenizer::wpm_words;
-  EXPECT_EQ(wpm_words("Hello, World!"), (Words{"hello", ",", "world", "!"}));
+  EXPECT_EQ(wpm_words("Hello, World!"), (WpmWords{"hello", ",", "world", "!"}));
   // Accents go (NFD, then the non-spacing marks are dropped), case folds, in any script.
-  EXPECT_EQ(wpm_words("\xC3\x84pfel C\xE1\xBB\xAD" "a Vi\xE1\xBB\x87t"), (Words{"apfel", "cua", "viet"}));
-  EXPECT_EQ(wpm_words("e\xCC\x81t\xC3\xA9"), (Words{"ete"}));  // a combining acute, then U+00E9
-  EXPECT_EQ(wpm_words("\xD0\x91\xD1\x8A\xD0\xBB"), (Words{"\xD0\xB1\xD1\x8A\xD0\xBB"}));  // "Бъл" -> "бъл"
+  EXPECT_EQ(wpm_words("\xC3\x84pfel C\xE1\xBB\xAD" "a Vi\xE1\xBB\x87t"), (WpmWords{"apfel", "cua", "viet"}));
+  EXPECT_EQ(wpm_words("e\xCC\x81t\xC3\xA9"), (WpmWords{"ete"}));  // a combining acute, then U+00E9
+  EXPECT_EQ(wpm_words("\xD0\x91\xD1\x8A\xD0\xBB"), (WpmWords{"\xD0\xB1\xD1\x8A\xD0\xBB"}));  // "Бъл" -> "бъл"
   // CJK ideographs stand alone; kana and Hangul stay in words (Hangul as its jamo, from NFD).
-  EXPECT_EQ(wpm_words("ab\xE6\x9D\xB1\xE4\xBA\xAC" "cd"), (Words{"ab", "\xE6\x9D\xB1", "\xE4\xBA\xAC", "cd"}));
-  EXPECT_EQ(wpm_words("\xED\x95\x9C"), (Words{"\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB"}));
+  EXPECT_EQ(wpm_words("ab\xE6\x9D\xB1\xE4\xBA\xAC" "cd"), (WpmWords{"ab", "\xE6\x9D\xB1", "\xE4\xBA\xAC", "cd"}));
+  EXPECT_EQ(wpm_words("\xED\x95\x9C"), (WpmWords{"\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB"}));
   // Whitespace (tab, newline, CR, Zs such as U+3000) separates; controls and format characters
   // (U+200B ZERO WIDTH SPACE is Cf, U+000B is Cc) are dropped and join their neighbours; ASCII
   // symbols are punctuation, other symbols are letters of the word.
-  EXPECT_EQ(wpm_words(" a\tb\r\nc\xE3\x80\x80" "d "), (Words{"a", "b", "c", "d"}));
-  EXPECT_EQ(wpm_words("x\xE2\x80\x8By\x0Bz"), (Words{"xyz"}));
-  EXPECT_EQ(wpm_words("1+2=3\xC2\xBD"), (Words{"1", "+", "2", "=", "3\xC2\xBD"}));
+  EXPECT_EQ(wpm_words(" a\tb\r\nc\xE3\x80\x80" "d "), (WpmWords{"a", "b", "c", "d"}));
+  EXPECT_EQ(wpm_words("x\xE2\x80\x8By\x0Bz"), (WpmWords{"xyz"}));
+  EXPECT_EQ(wpm_words("1+2=3\xC2\xBD"), (WpmWords{"1", "+", "2", "=", "3\xC2\xBD"}));
   // Nothing but whitespace, NUL, U+FFFD or invalid UTF-8: no words.
-  EXPECT_EQ(wpm_words(""), Words{});
-  EXPECT_EQ(wpm_words(std::string(" \t\n\0\xEF\xBF\xBD\xFF\xC3", 9)), Words{});
-  EXPECT_EQ(wpm_words("a\xFF" "b"), (Words{"ab"}));
+  EXPECT_EQ(wpm_words(""), WpmWords{});
+  EXPECT_EQ(wpm_words(std::string(" \t\n\0\xEF\xBF\xBD\xFF\xC3", 9)), WpmWords{});
+  EXPECT_EQ(wpm_words("a\xFF" "b"), (WpmWords{"ab"}));
 }
 
 // [PAD] [UNK] [CLS] [SEP] and a few pieces.
