@@ -28,7 +28,7 @@ std::unique_ptr<Context> make_reference_context(const std::string& path, int32_t
 }
 
 nlohmann::json reference_manifest() {
-  std::vector<uint8_t> bytes = test::read_file(test::reference_path("reference_manifest.json"));
+  std::vector<uint8_t> bytes = test::read_file(test::reference_path("manifest.json"));
   return nlohmann::json::parse(bytes.begin(), bytes.end());
 }
 
