@@ -177,6 +177,23 @@ TEST(ToolParser, TextBeforeCallsIsContentAndMalformedCallsAreText) {
     EXPECT_TRUE(r.calls.empty());
     EXPECT_EQ(r.content, bad);
   }
+  // Cut inside a later call (max_tokens, a stop string): the complete calls stay, the cut one is dropped.
+  r = parse_tool_calls(hermes,
+                       "Looking. <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"
+                       "</tool_call>\n<tool_call>{\"name\": \"get_weather\", \"argum",
+                       tools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{\"city\": \"Oslo\"}");
+  EXPECT_EQ(r.content, "Looking.");
+  // A call equal to an earlier one (same name, same arguments as JSON values) is dropped.
+  r = parse_tool_calls(hermes,
+                       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>"
+                       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\":  \"Oslo\"}}</tool_call>"
+                       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>"
+                       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>",
+                       tools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[1].arguments, "{\"city\": \"Rome\"}");
   // The generic format: only a reply that starts with the object is a call.
   const ToolFormat& generic = generic_tool_format();
   r = parse_tool_calls(generic, " {\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]}",
@@ -335,8 +352,8 @@ TEST(ToolGrammar, RuleRenamingLeavesLiteralsClassesAndCountsAlone) {
 
 // Streaming: for many ways of cutting a reply into pieces, the deltas add up to the unstreamed
 // parse (content, and per call one id and name, then arguments whose concatenation is the
-// call's arguments) — constrained (calls streamed as written; valid replies only, as a
-// grammar guarantees) and not (calls held until the reply ends).
+// call's arguments) — constrained (each call sent once complete; valid replies or their cut
+// prefixes only, as a grammar guarantees) and not (calls held until the reply ends).
 TEST(ToolStream, DeltasAddUpToTheUnstreamedReply) {
   const std::vector<ToolDef> tools = corpus_tools();
   struct Case {
@@ -355,6 +372,15 @@ TEST(ToolStream, DeltasAddUpToTheUnstreamedReply) {
       {"hermes", "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": 5}", false},
       {"generic", "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}", true},
       {"generic", "  {not json at all", false},
+      {"hermes",  // cut by max_tokens inside the second call: the first is kept
+       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>\n"
+       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"ci",
+       true},
+      {"generic",  // a repeated call is dropped
+       "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": "
+       "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"get_weather\", \"arguments\": "
+       "{\"city\": \"Rome\"}}]}",
+       true},
       {"generic", "Plain {text}", true},
       {"qwen3-xml",
        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>", true},

@@ -173,14 +173,14 @@ class EmbeddingJob : public std::enable_shared_from_this<EmbeddingJob> {
 };
 
 // A request parsed and tokenized against its model, or the error to answer.
-struct Prepared {
+struct EmbeddingPrepared {
   std::optional<ApiError> error;
   EmbeddingRequest parsed;
 };
 
 // Off the I/O threads (request_workers.h): parsing and tokenizing every input.
-Prepared prepare(const ServerState& state, const json& body, const Backend& b) {
-  Prepared out;
+EmbeddingPrepared prepare_embeddings(const ServerState& state, const json& body, const Backend& b) {
+  EmbeddingPrepared out;
   EmbeddingLimits limits;
   limits.n_ctx = b.n_ctx;
   limits.n_vocab = b.n_vocab;
@@ -193,7 +193,7 @@ Prepared prepare(const ServerState& state, const json& body, const Backend& b) {
 }
 
 // On the exchange's strand: one engine request per input, answered by an EmbeddingJob.
-void submit(ServerState& state, const std::shared_ptr<http::Exchange>& ex, ModelRegistry::Lease lease,
+void submit_embeddings(ServerState& state, const std::shared_ptr<http::Exchange>& ex, ModelRegistry::Lease lease,
             EmbeddingRequest& parsed) {
   const http::Request& req = ex->request();
   auto fail = [&ex](const ApiError& e) {
@@ -226,7 +226,7 @@ void submit(ServerState& state, const std::shared_ptr<http::Exchange>& ex, Model
   job->start();
 }
 
-void handle(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
+void handle_embeddings(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
   if (state.draining) {
     http::Response res;
     send_error(res, unavailable("the server is shutting down"));
@@ -235,15 +235,15 @@ void handle(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
   with_body_and_model(state, ex, RequestKind::Completion,
                       [&state](const std::shared_ptr<http::Exchange>& ex, std::shared_ptr<const std::string>,
                                std::shared_ptr<const json> body, ModelRegistry::Lease lease) {
-                        off_io<Prepared>(
-                            *state.workers, ex, [&state, body, lease] { return prepare(state, *body, *lease); },
-                            [&state, lease](const std::shared_ptr<http::Exchange>& ex, Prepared& p) {
+                        off_io<EmbeddingPrepared>(
+                            *state.workers, ex, [&state, body, lease] { return prepare_embeddings(state, *body, *lease); },
+                            [&state, lease](const std::shared_ptr<http::Exchange>& ex, EmbeddingPrepared& p) {
                               if (p.error) {
                                 http::Response res;
                                 send_error(res, *p.error);
                                 return ex->respond(std::move(res));
                               }
-                              submit(state, ex, lease, p.parsed);
+                              submit_embeddings(state, ex, lease, p.parsed);
                             });
                       });
 }
@@ -251,7 +251,7 @@ void handle(ServerState& state, const std::shared_ptr<http::Exchange>& ex) {
 }  // namespace
 
 void register_embedding_routes(http::Router& router, ServerState& state) {
-  auto embeddings = [&state](const std::shared_ptr<http::Exchange>& ex) { handle(state, ex); };
+  auto embeddings = [&state](const std::shared_ptr<http::Exchange>& ex) { handle_embeddings(state, ex); };
   router.post_async("/v1/embeddings", embeddings);
   router.post_async("/embeddings", embeddings);
 }
