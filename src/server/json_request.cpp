@@ -554,6 +554,13 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
   Result<SegmentedText> rendered = renderer.render(req.render);
   if (!rendered) return invalid_request("chat template: " + rendered.message(), "messages", "template_error");
   prompt = std::move(rendered.value());
+  // Reasoning: separated when asked (deepseek), or (auto) when the template thinks or the
+  // generation prompt leaves a block open.
+  const chat::ReasoningFormat rf = req.reasoning_format.value_or(setup.reasoning_format);
+  const bool open_block = chat::prompt_opens_reasoning(prompt.text);
+  out.reasoning = rf == chat::ReasoningFormat::Deepseek ||
+                  (rf == chat::ReasoningFormat::Auto && (renderer.thinks() || open_block));
+  out.reasoning_open = out.reasoning && open_block;
   if (!req.tools.active()) return std::nullopt;
   // Markup the model can write as text (a control token's piece is empty: grammars cannot produce it).
   auto spellable = [&tok](std::string_view s) {
@@ -562,11 +569,8 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
     return true;
   };
   // A thinking template's generation prompt may leave a reasoning block open.
-  std::string_view tail = prompt.text;
-  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.remove_suffix(1);
-  const bool open_reasoning = tail.size() >= 7 && tail.substr(tail.size() - 7) == "<think>";
-  Result<chat::ToolGrammar> g =
-      chat::tool_call_grammar(renderer.tool_format(), req.tools, spellable, open_reasoning ? "</think>" : "");
+  Result<chat::ToolGrammar> g = chat::tool_call_grammar(renderer.tool_format(), req.tools, spellable,
+                                                        open_block ? chat::kReasoningClose : std::string_view());
   if (!g) return invalid_request(g.message(), "tools", "invalid_json_schema");
   out.tool_format = &renderer.tool_format();
   out.tool_prefill = g->prefill;
