@@ -5,7 +5,8 @@
 // streamed as delta.reasoning_content and equal to the unstreamed reply; reasoning_format none
 // keeps today's text; the server's --reasoning-format; enable_thinking false through
 // chat_template_kwargs; reasoning_content in the history rendered as each template asks; the
-// 400s. The model was not trained to close the block: its replies are reasoning until
+// 400s; reasoning_budget_tokens closing the block (then an answer, or a required tool call).
+// The model was not trained to close the block: its replies are reasoning until
 // max_tokens, and the split is checked against the raw text of the same reply.
 #include "test_server_fixture.h"
 
@@ -167,12 +168,76 @@ TEST_F(ServerReasoning, HistoryRenderedAsTheTemplateAsks) {
   EXPECT_TRUE(qa.parsed()["choices"][0]["message"].contains("reasoning_content")) << qa.body;
 }
 
+// reasoning_budget_tokens: after that many tokens in the open block the server writes the
+// template's close ("\n</think>\n\n") and the answer follows; streamed the same. SmolLM2 never
+// closes the block itself, so without the budget it reasons until max_tokens.
+TEST_F(ServerReasoning, BudgetClosesTheBlockAndTheAnswerFollows) {
+  auto s = serve_with(model_, own_);
+  ASSERT_TRUE(s);
+  for (int budget : {0, 8}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    json raw_body = ask(32);
+    raw_body["reasoning_budget_tokens"] = budget;
+    raw_body["reasoning_format"] = "none";
+    raw_body["logprobs"] = true;
+    Reply raw = post(s->port, "/v1/chat/completions", raw_body.dump());
+    ASSERT_EQ(raw.status, 200) << raw.body;
+    const json choice = raw.parsed()["choices"][0];
+    const std::string text = choice["message"]["content"];
+    // The first `budget` tokens are the model's reasoning, then the forced close.
+    std::string reasoning_tokens_text;
+    const json& lp = choice["logprobs"]["content"];
+    ASSERT_GT(lp.size(), static_cast<size_t>(budget));
+    for (int i = 0; i < budget; ++i) reasoning_tokens_text += lp[static_cast<size_t>(i)]["token"].get<std::string>();
+    EXPECT_EQ(reasoning_tokens_text.find("</think>"), std::string::npos);
+    EXPECT_EQ(text.rfind(reasoning_tokens_text + "\n</think>\n\n", 0), 0u) << text;
+    // Split: reasoning within the budget, then an answer.
+    json body = ask(32);
+    body["reasoning_budget_tokens"] = budget;
+    Reply r = post(s->port, "/v1/chat/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json msg = r.parsed()["choices"][0]["message"];
+    const chat::ReasoningSplit want = chat::split_reasoning(text, true);
+    EXPECT_EQ(msg["reasoning_content"], want.reasoning);
+    EXPECT_EQ(msg["content"], want.content);
+    EXPECT_FALSE(want.content.empty()) << text;
+    const auto [reasoning, content] = streamed(s->port, body);
+    EXPECT_EQ(reasoning, want.reasoning);
+    EXPECT_EQ(content, want.content);
+  }
+}
+
+// Tool calls after reasoning: under tool_choice required the grammar admits the reasoning, its
+// close, then the calls; the budget closes the block and the call follows.
+TEST_F(ServerReasoning, ToolCallAfterBudgetedReasoning) {
+  auto s = serve_with(model_, own_);
+  ASSERT_TRUE(s);
+  json body = ask(96);
+  body["messages"] = json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}});
+  body["tools"] = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters":
+    {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}}}])");
+  body["tool_choice"] = "required";
+  body["parallel_tool_calls"] = false;
+  body["reasoning_budget_tokens"] = 10;
+  Reply r = post(s->port, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json choice = r.parsed()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << r.body;
+  EXPECT_TRUE(choice["message"]["reasoning_content"].is_string()) << r.body;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.body;
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+}
+
 TEST_F(ServerReasoning, BadValuesAre400) {
   auto s = serve_with(model_, own_);
   ASSERT_TRUE(s);
   const std::vector<std::pair<json, std::string>> bad = {
       {{{"reasoning_format", "bogus"}}, "reasoning_format"},
       {{{"reasoning_format", 5}}, "reasoning_format"},
+      {{{"reasoning_budget_tokens", -1}}, "reasoning_budget_tokens"},
+      {{{"reasoning_budget_tokens", 1e12}}, "reasoning_budget_tokens"},
+      {{{"reasoning_budget_tokens", "8"}}, "reasoning_budget_tokens"},
+      {{{"reasoning_budget_tokens", 4}}, "reasoning_budget_tokens"},  // not below max_tokens (4)
       {{{"chat_template_kwargs", {{"bos_token", "<|im_start|>"}}}}, "chat_template_kwargs"},
       {{{"chat_template_kwargs", {{"add_generation_prompt", false}}}}, "chat_template_kwargs"},
       {{{"messages", json::parse(R"([{"role": "assistant", "content": "x", "reasoning_content": 5},
@@ -183,6 +248,9 @@ TEST_F(ServerReasoning, BadValuesAre400) {
     json body = ask(4);
     body.update(extra);
     for (const char* path : {"/v1/chat/completions", "/apply-template"}) {
+      if (param == "reasoning_budget_tokens" && extra["reasoning_budget_tokens"] == 4 &&
+          std::string(path) == "/apply-template")
+        continue;  // generates nothing: no max_tokens to compare with
       Reply r = post(s->port, path, body.dump());
       EXPECT_EQ(r.status, 400) << path << " " << body.dump() << " " << r.body;
       EXPECT_EQ(r.parsed()["error"]["param"], param) << r.body;

@@ -205,6 +205,17 @@ std::optional<ApiError> parse_chat_request(const ojson& body, ChatRequest& out) 
                                "chat_template_kwargs");
     out.render.kwargs = *kw;
   }
+  if (const ojson* b = field(body, "reasoning_budget_tokens")) {
+    constexpr int64_t kMaxBudget = int64_t{1} << 20;
+    if (!b->is_number_integer())
+      return invalid_request("'reasoning_budget_tokens' must be an integer", "reasoning_budget_tokens", "invalid_type");
+    const int64_t v = b->get<int64_t>();
+    if (v < 0 || v > kMaxBudget)
+      return invalid_request(
+          fmt::format("'reasoning_budget_tokens' must be in [0, {}], got {}", kMaxBudget, b->dump()),
+          "reasoning_budget_tokens");
+    out.reasoning_budget = static_cast<int32_t>(v);
+  }
   if (const ojson* rf = field(body, "reasoning_format")) {
     if (!rf->is_string())
       return invalid_request("'reasoning_format' must be \"none\", \"auto\" or \"deepseek\"", "reasoning_format",

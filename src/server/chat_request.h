@@ -29,6 +29,7 @@ struct ChatRequest {
   chat::ChatRenderInput render;  // messages (normalized), kwargs; tools left empty (the caller decides)
   chat::ToolRequest tools;       // tools, tool_choice, parallel_tool_calls
   std::optional<chat::ReasoningFormat> reasoning_format;  // absent: the server's --reasoning-format
+  int32_t reasoning_budget = -1;  // reasoning_budget_tokens (-1: none)
 };
 
 // Errors (400, param the field): a missing or empty messages array, a message that is not an
@@ -40,7 +41,8 @@ struct ChatRequest {
 // function without tools, chat_template_kwargs that is not an object (or that sets a variable
 // the renderer sets: messages, tools, add_generation_prompt, bos_token, eos_token), a
 // reasoning_format other than "none", "auto" or "deepseek", an assistant message's
-// reasoning_content that is not a string.
+// reasoning_content that is not a string, a reasoning_budget_tokens that is not an integer in
+// [0, 1048576].
 std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, ChatRequest& out);
 
 }  // namespace ubatch::server

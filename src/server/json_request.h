@@ -59,6 +59,8 @@ struct ParsedRequest {
   // Reasoning (docs/API.md, "Reasoning"): replies are split into reasoning_content and content.
   bool reasoning = false;
   bool reasoning_open = false;  // the prompt ends inside an open <think> block
+  int32_t reasoning_budget = -1;  // reasoning_budget_tokens (-1: none)
+  bool prompt_opens_block = false;  // the prompt ends with <think> (whatever reasoning_format says)
 };
 
 // What chat requests need besides the body: the model's renderer and the body as ordered
@@ -81,7 +83,8 @@ std::optional<ApiError> parse_ordered_members(std::string_view body, std::span<c
                                               nlohmann::ordered_json& out);
 // The members a chat request's rendering reads (parse_chat_request).
 inline constexpr std::string_view kChatMembers[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
-                                                    "chat_template_kwargs", "reasoning_format"};
+                                                    "chat_template_kwargs", "reasoning_format",
+                                                    "reasoning_budget_tokens"};
 
 // True when `s` is well-formed UTF-8 (Unicode ch. 3, table 3-7: no overlongs, no surrogates,
 // nothing above U+10FFFF). On failure *bad_offset (when given) is the first bad byte.
