@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/generic_tools.h"
+#include "chat/reasoning.h"
 #include "chat/tool_call_grammar.h"
 #include "chat/tool_call_parser.h"
 #include "chat/tool_call_stream.h"
@@ -177,6 +178,23 @@ TEST(ToolParser, TextBeforeCallsIsContentAndMalformedCallsAreText) {
     EXPECT_TRUE(r.calls.empty());
     EXPECT_EQ(r.content, bad);
   }
+  // Cut inside a later call (max_tokens, a stop string): the complete calls stay, the cut one is dropped.
+  r = parse_tool_calls(hermes,
+                       "Looking. <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"
+                       "</tool_call>\n<tool_call>{\"name\": \"get_weather\", \"argum",
+                       tools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{\"city\": \"Oslo\"}");
+  EXPECT_EQ(r.content, "Looking.");
+  // A call equal to an earlier one (same name, same arguments as JSON values) is dropped.
+  r = parse_tool_calls(hermes,
+                       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>"
+                       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\":  \"Oslo\"}}</tool_call>"
+                       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>"
+                       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>",
+                       tools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[1].arguments, "{\"city\": \"Rome\"}");
   // The generic format: only a reply that starts with the object is a call.
   const ToolFormat& generic = generic_tool_format();
   r = parse_tool_calls(generic, " {\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]}",
@@ -335,8 +353,8 @@ TEST(ToolGrammar, RuleRenamingLeavesLiteralsClassesAndCountsAlone) {
 
 // Streaming: for many ways of cutting a reply into pieces, the deltas add up to the unstreamed
 // parse (content, and per call one id and name, then arguments whose concatenation is the
-// call's arguments) — constrained (calls streamed as written; valid replies only, as a
-// grammar guarantees) and not (calls held until the reply ends).
+// call's arguments) — constrained (each call sent once complete; valid replies or their cut
+// prefixes only, as a grammar guarantees) and not (calls held until the reply ends).
 TEST(ToolStream, DeltasAddUpToTheUnstreamedReply) {
   const std::vector<ToolDef> tools = corpus_tools();
   struct Case {
@@ -355,6 +373,15 @@ TEST(ToolStream, DeltasAddUpToTheUnstreamedReply) {
       {"hermes", "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": 5}", false},
       {"generic", "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}", true},
       {"generic", "  {not json at all", false},
+      {"hermes",  // cut by max_tokens inside the second call: the first is kept
+       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>\n"
+       "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"ci",
+       true},
+      {"generic",  // a repeated call is dropped
+       "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": "
+       "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"get_weather\", \"arguments\": "
+       "{\"city\": \"Rome\"}}]}",
+       true},
       {"generic", "Plain {text}", true},
       {"qwen3-xml",
        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>", true},
@@ -429,6 +456,64 @@ TEST(GenericTools, SystemTextAndHistoryAsText) {
                                                    tools);
   ASSERT_EQ(with_system.size(), 2u);
   EXPECT_EQ(with_system[0]["content"], "Be brief.\n\n" + generic_tools_system_text(tools));
+}
+
+}  // namespace
+}  // namespace ubatch::chat
+
+namespace ubatch::chat {
+namespace {
+
+// Reasoning blocks (reasoning.h): the split of whole replies, and the stream's pieces adding
+// up to it for every way of cutting the reply.
+TEST(Reasoning, SplitsTheBlockFromTheAnswer) {
+  ReasoningSplit s = split_reasoning("\nThe user greets.\n</think>\n\nHello!", true);
+  EXPECT_TRUE(s.has_reasoning);
+  EXPECT_EQ(s.reasoning, "The user greets.");
+  EXPECT_EQ(s.content, "Hello!");
+  s = split_reasoning("  <think>plan</think>Answer", false);  // the reply opens the block itself
+  EXPECT_EQ(s.reasoning, "plan");
+  EXPECT_EQ(s.content, "Answer");
+  s = split_reasoning("still thinking when max_tokens cut", true);  // never closed: all reasoning
+  EXPECT_EQ(s.reasoning, "still thinking when max_tokens cut");
+  EXPECT_EQ(s.content, "");
+  s = split_reasoning("No block <think>here</think>", false);  // only a block that opens the reply
+  EXPECT_FALSE(s.has_reasoning);
+  EXPECT_EQ(s.content, "No block <think>here</think>");
+  EXPECT_TRUE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_EQ(parse_reasoning_format("deepseek"), ReasoningFormat::Deepseek);
+  EXPECT_FALSE(parse_reasoning_format("DeepSeek").has_value());
+}
+
+TEST(Reasoning, StreamPiecesAddUpToTheSplit) {
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"\nThe user greets. </thin k>\n</think>\n\nHello <think> again", true},
+      {"  <think> a </think> b ", false},
+      {"<thi", false},
+      {"<think>cut inside </thi", false},
+      {"plain answer, no block", false},
+      {"  \n ", true},
+  };
+  std::mt19937 rng(11);
+  for (const auto& [text, open] : cases) {
+    const ReasoningSplit want = split_reasoning(text, open);
+    for (int trial = 0; trial < 30; ++trial) {
+      SCOPED_TRACE(text + " trial " + std::to_string(trial));
+      ReasoningStream s(open);
+      std::string reasoning, content;
+      for (size_t p = 0; p < text.size();) {
+        const size_t n = trial == 0 ? 1 : 1 + rng() % 7;
+        const ReasoningStream::Piece piece = s.push(text.substr(p, n));
+        reasoning += piece.reasoning;
+        content += piece.content;
+        p += n;
+      }
+      const ReasoningStream::Piece tail = s.finish();
+      EXPECT_EQ(reasoning + tail.reasoning, want.reasoning);
+      EXPECT_EQ(content + tail.content, want.content);
+    }
+  }
 }
 
 }  // namespace

@@ -209,6 +209,45 @@ TEST(ServerModels, ListsModelsWithStateSizeAndArchitecture) {
   EXPECT_EQ(s->loads.load(), 1);
 }
 
+// GET /v1/models/{id} (OpenAI's models.retrieve): the listed object, loaded or not; an unknown
+// id is 404 model_not_found in OpenAI's shape, with one model served too.
+TEST(ServerModels, RetrievesOneModelById) {
+  UBATCH_REQUIRE_REFERENCE();
+  MultiOptions o;
+  o.preload = false;
+  auto s = serve_two(o);
+  ASSERT_TRUE(s);
+  ASSERT_EQ(post(s->port, "/v1/completions", completion("gemma", 1).dump()).status, 200);
+  const json data = get(s->port, "/v1/models").parsed()["data"];
+  for (const json& m : data) {
+    for (const std::string prefix : {"/v1/models/", "/models/"}) {
+      Reply r = get(s->port, prefix + m["id"].get<std::string>());
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(r.parsed(), m);
+    }
+  }
+  EXPECT_EQ(get(s->port, "/v1/models/%67emma").parsed()["id"], "gemma");  // percent-escapes decoded
+  for (const char* path : {"/v1/models/no-such-model", "/v1/models/gemma/extra", "/models/x%2Fy"}) {
+    Reply r = get(s->port, path);
+    EXPECT_EQ(r.status, 404) << path << " " << r.body;
+    const json e = r.parsed()["error"];
+    EXPECT_EQ(e["code"], "model_not_found") << r.body;
+    EXPECT_EQ(e["type"], "invalid_request_error");
+    EXPECT_EQ(e["param"], "model");
+  }
+  EXPECT_EQ(post(s->port, "/v1/models/gemma", "{}").status, 404);  // GET only
+}
+
+TEST(ServerModels, RetrieveWithOneModelNamesOnlyIt) {
+  UBATCH_REQUIRE_TINY_MODEL();
+  auto s = serve_model(tiny_model());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(get(s->port, "/v1/models/test-model").status, 200);
+  Reply r = get(s->port, "/v1/models/gpt-4o");  // any name runs a request, but is no model's id
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(r.parsed()["error"]["code"], "model_not_found");
+}
+
 // A budget that holds one model: each request unloads the other (idle) model first; every
 // answer equals a single-model server's.
 TEST(ServerModels, LoadsOnDemandAndUnloadsTheLeastRecentlyUsed) {

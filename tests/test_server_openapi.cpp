@@ -297,7 +297,12 @@ TEST_F(ServerOpenApi, EveryDocumentedOperationIsServed) {
       continue;
     }
     Reply r = method == "get" ? get(served_->port, url) : post(served_->port, url, "{}");
-    EXPECT_NE(r.status, 404) << r.body;
+    // A model id the server does not serve (the example names the default chat model) is the
+    // route's own 404, not a missing route.
+    if (path.find("{model}") == std::string::npos || r.status != 404)
+      EXPECT_NE(r.status, 404) << r.body;
+    else
+      EXPECT_NE(r.body.find("model_not_found"), std::string::npos) << r.body;
     EXPECT_NE(r.status, -1);
     expect_documented(method, path, r);
     Reply other = method == "get" ? post(served_->port, url, "{}") : get(served_->port, url);

@@ -2,6 +2,7 @@
 // src/template/ (ChatTemplateRenderer), or a hand-written family when the source is a family
 // name or does not parse as a template.
 #include "chat/chat_renderer.h"
+#include "chat/reasoning.h"
 
 #include <optional>
 
@@ -83,6 +84,8 @@ Result<std::shared_ptr<const ChatRenderer>> ChatRenderer::create(const std::stri
                                  r->format_->id,
                                  r->native_tools_ ? "" : " (the template renders no tools: they are described in "
                                                           "the system turn)");
+      r->thinks_ = template_thinks(source) || template_thinks(tool_use_source);
+      if (r->thinks_) r->describe_ += "; it thinks (<think> blocks)";
       r->jinja_ = std::move(j);
       return std::shared_ptr<const ChatRenderer>(r);
     }

@@ -67,12 +67,15 @@ class ChatRenderer {
   const std::string& describe() const { return describe_; }
   // Prompts are rendered by the model's Jinja template (else by a hand-written family).
   bool uses_template() const { return jinja_ != nullptr; }
+  // The template thinks: it writes <think>…</think> blocks (reasoning.h, template_thinks).
+  bool thinks() const { return thinks_; }
 
  private:
   struct Jinja;
   ChatRenderer() = default;
   std::unique_ptr<Jinja> jinja_;  // null: a hand-written family renders
   bool native_tools_ = false;     // the template renders `tools` itself
+  bool thinks_ = false;           // the template writes reasoning blocks
   std::string family_;  // the hand-written family's name or marker source
   std::string bos_, eos_;
   const ToolFormat* format_ = nullptr;

@@ -18,7 +18,10 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using grammar::gbnf_literal;
 
-constexpr int kMaxParallelCalls = 16;  // calls in one reply under parallel_tool_calls
+// Calls in one reply under parallel_tool_calls. A bound, not a target: a small model under a
+// forced choice may repeat its call until the grammar stops it (the repeats are dropped from
+// the answer, tool_call_parser.h), so every call allowed costs its tokens.
+constexpr int kMaxParallelCalls = 8;
 
 std::vector<uint32_t> code_points(std::string_view s) {
   std::vector<uint32_t> out;

@@ -516,6 +516,7 @@ CallScan scan_tool_calls(const ToolFormat& f, std::string_view text, const std::
   const Step st = read_calls(c, f, tools, out.calls);
   if (st == Step::Incomplete) {
     out.state = final ? CallScan::State::Malformed : CallScan::State::Incomplete;
+    out.cut = final;
     return out;
   }
   if (st == Step::Ok) out.calls_end = c.pos();
@@ -533,17 +534,36 @@ CallScan scan_tool_calls(const ToolFormat& f, std::string_view text, const std::
   return out;
 }
 
+std::vector<size_t> complete_calls(const CallScan& scan, const std::vector<ToolDef>& tools) {
+  std::vector<size_t> out;
+  std::vector<nlohmann::json> seen_args;  // the arguments of the calls kept, as JSON values
+  for (size_t k = 0; k < scan.calls.size(); ++k) {
+    const PartialCall& c = scan.calls[k];
+    if (!c.name_done || !c.args_done || !find_tool(tools, c.name)) break;
+    nlohmann::json args = nlohmann::json::parse(c.arguments, nullptr, false);
+    bool repeated = false;
+    for (size_t j = 0; j < out.size() && !repeated; ++j)
+      repeated = scan.calls[out[j]].name == c.name && seen_args[j] == args;
+    if (repeated) continue;
+    out.push_back(k);
+    seen_args.push_back(std::move(args));
+  }
+  return out;
+}
+
 ParsedReply parse_tool_calls(const ToolFormat& f, std::string_view text, const std::vector<ToolDef>& tools) {
   ParsedReply r;
   const CallScan scan = scan_tool_calls(f, text, tools, true);
-  if (scan.state != CallScan::State::Done) {
+  const std::vector<size_t> keep =
+      scan.state == CallScan::State::Done || scan.cut ? complete_calls(scan, tools) : std::vector<size_t>{};
+  if (keep.empty()) {
     r.content = std::string(text);
     return r;
   }
   std::string_view before = text.substr(0, scan.calls_begin);
   while (!before.empty() && is_ws(before.back())) before.remove_suffix(1);
   r.content = std::string(before);
-  for (const PartialCall& p : scan.calls) r.calls.push_back(ToolCall{"", p.name, p.arguments});
+  for (size_t k : keep) r.calls.push_back(ToolCall{"", scan.calls[k].name, scan.calls[k].arguments});
   return r;
 }
 

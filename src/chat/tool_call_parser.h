@@ -12,7 +12,11 @@
 //
 // Malformed calls (bad JSON, a function not among the tools, arguments that are not an
 // object, text after the calls) make the whole reply text: parse_tool_calls returns it as
-// content with no calls, never an error.
+// content with no calls, never an error. A reply that ends inside its calls (max_tokens or a
+// stop string cut it) keeps the calls completed before the cut; the cut one is dropped. A
+// call equal to an earlier call of the same reply (same function, same arguments as JSON
+// values) is dropped too: a repeated call is how a small model loops under a forced choice,
+// and running it twice is never what the reply means.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +48,7 @@ struct CallScan {
   size_t calls_begin = std::string_view::npos;  // offset of the trigger (when found)
   size_t calls_end = std::string_view::npos;    // offset after the calls (when they were read)
   bool text_after = false;                      // Malformed only because text other than whitespace follows the calls
+  bool cut = false;                             // final only (Malformed): the text ended inside the calls
   std::vector<PartialCall> calls;
 };
 
@@ -51,9 +56,16 @@ struct CallScan {
 // names and, for XmlParams formats, the parameter types.
 CallScan scan_tool_calls(const ToolFormat& f, std::string_view text, const std::vector<ToolDef>& tools, bool final);
 
+// The calls of `scan` to return, as indices into scan.calls: those read completely (name and
+// arguments, a known function) before the first that is not, less every call equal to an
+// earlier one (name and arguments compared as JSON values). A scan that grows (streaming)
+// only ever appends to this list.
+std::vector<size_t> complete_calls(const CallScan& scan, const std::vector<ToolDef>& tools);
+
 // The complete reply → content and calls (ids left empty for the caller to assign). Text
 // before the trigger, without its trailing whitespace, is the content; with no valid calls
-// the whole text is the content.
+// the whole text is the content. A reply cut inside its calls gives the calls completed before
+// the cut (complete_calls), or, when none was, the whole text as content.
 ParsedReply parse_tool_calls(const ToolFormat& f, std::string_view text, const std::vector<ToolDef>& tools);
 
 // A fresh call id: "call_" + 24 random letters and digits.

@@ -2,6 +2,8 @@
 // short; the scan is linear) and sends what the scan shows beyond what was sent.
 #include "chat/tool_call_stream.h"
 
+#include <algorithm>
+
 namespace ubatch::chat {
 
 namespace {
@@ -77,33 +79,24 @@ ToolStreamDelta ToolCallStream::process(bool final) {
     mode_ = Mode::Calls;
   }
   // Calls mode.
-  if (scan.state == CallScan::State::Malformed) {
-    // Not calls after all: the rest is content (see the header for calls already announced).
+  const bool ended = final && (scan.state == CallScan::State::Done || scan.cut);
+  std::vector<size_t> keep;
+  if (scan.state != CallScan::State::Malformed || scan.cut) keep = complete_calls(scan, tools_);
+  if ((scan.state == CallScan::State::Malformed && !scan.cut) || (ended && keep.empty())) {
+    // Not calls after all (or cut before one was complete): the rest is content.
     mode_ = Mode::PlainOnly;
     content_from_ = std::max(held_from_, prefill_len_);
     emit_content(d, all_.size());
     return d;
   }
-  if (!constrained_ && !(final && scan.state == CallScan::State::Done)) return d;  // held until valid
-  for (size_t k = 0; k < scan.calls.size(); ++k) {
-    const PartialCall& c = scan.calls[k];
-    if (!c.name_done) break;
-    if (k >= sent_.size()) {
-      sent_.push_back(Sent{new_tool_call_id(), 0});
-      d.calls.push_back(ToolCallDelta{static_cast<int>(k), sent_[k].id, c.name, ""});
-    }
-    Sent& s = sent_[k];
-    if (c.arguments.size() > s.arg_bytes) {
-      const std::string piece = c.arguments.substr(s.arg_bytes);
-      if (!d.calls.empty() && d.calls.back().index == static_cast<int>(k))
-        d.calls.back().arguments += piece;
-      else
-        d.calls.push_back(ToolCallDelta{static_cast<int>(k), "", "", piece});
-      s.arg_bytes = c.arguments.size();
-    }
+  content_from_ = all_.size();                    // text inside the calls is never content
+  if (!constrained_ && !ended) return d;          // held until valid
+  for (size_t j = sent_; j < keep.size(); ++j) {
+    const PartialCall& c = scan.calls[keep[j]];
+    d.calls.push_back(ToolCallDelta{static_cast<int>(j), new_tool_call_id(), c.name, c.arguments});
   }
-  if (scan.state == CallScan::State::Done && final) calls_complete_ = true;
-  content_from_ = all_.size();  // text inside the calls is never content
+  sent_ = std::max(sent_, keep.size());
+  if (ended) calls_complete_ = true;
   return d;
 }
 

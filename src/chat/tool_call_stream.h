@@ -1,17 +1,15 @@
 // Streaming a reply that may hold tool calls: text pieces in, OpenAI deltas out. Text before
 // the calls streams as content as it comes; text that could be the start of the format's
 // trigger (and trailing whitespace) is held back until the next piece decides it. Once the
-// trigger is seen, each call is announced once with its index, id and name, and its
-// arguments follow in pieces as the model writes them (JSON formats: the raw bytes; XmlParams
-// formats: the whole object when the call closes).
+// trigger is seen, each call is sent once it is complete — its index, id, name and whole
+// arguments in one delta — so a client never holds a call that turns out cut or malformed.
 //
-// Calls are streamed as they are written only when a grammar constrains the reply
-// (`constrained`: they cannot turn out malformed); otherwise they are held until the reply
-// ends and sent whole (id and name, then the arguments) — or, when they are not valid calls,
-// as content. So the concatenated deltas equal the unstreamed response (parse_tool_calls on
-// the whole text) except in one case: a constrained reply cut inside a call by max_tokens or a
-// stop string, whose partial call was already sent; its text is then also sent as content,
-// as the unstreamed response has it.
+// The calls sent are those parse_tool_calls returns for the whole reply (complete_calls: a
+// call equal to an earlier one is left out; a reply cut inside its calls by max_tokens or a
+// stop string keeps the calls completed before the cut), so the concatenated deltas equal the
+// unstreamed response. When a grammar constrains the reply (`constrained`) each call goes out
+// as soon as it is complete; otherwise calls are held until the reply ends and sent only when
+// they are valid, else the text goes out as content.
 //
 // One object per choice; not thread-safe.
 #pragma once
@@ -49,7 +47,7 @@ class ToolCallStream {
   ToolStreamDelta push(std::string_view text);
   // The reply has ended: whatever was held back.
   ToolStreamDelta finish();
-  // The reply's calls parsed completely (after finish): finish_reason "tool_calls".
+  // The reply returned calls (after finish): finish_reason "tool_calls" unless it was cut.
   bool has_calls() const { return calls_complete_; }
 
  private:
@@ -64,11 +62,7 @@ class ToolCallStream {
   enum class Mode { Text, Calls, PlainOnly } mode_ = Mode::Text;
   size_t calls_begin_ = 0;
   size_t held_from_ = 0;  // the whitespace before the calls starts here (sent if they turn out malformed)
-  struct Sent {
-    std::string id;
-    size_t arg_bytes = 0;
-  };
-  std::vector<Sent> sent_;  // calls announced so far
+  size_t sent_ = 0;  // calls sent so far (a prefix of complete_calls)
   bool calls_complete_ = false;
   bool constrained_ = true;
 };

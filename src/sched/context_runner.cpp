@@ -15,7 +15,16 @@ DecodeResult ContextRunner::run(const Batch& batch, std::vector<RowSample>& rows
   UBATCH_CHECK(batch_row.size() == rows.size());
   sample_rows(rows, [&](size_t k, RowSample& row) {
     const float* logits = ctx_.logits(batch_row[k]);
-    if (row.grammar) {
+    if (row.forced >= 0) {  // a thinking budget closing the block
+      if (row.grammar) {
+        if (!row.grammar->accept(row.forced)) {
+          row.token = -1;
+          return;
+        }
+        row.grammar_complete = row.grammar->is_complete();
+      }
+      row.token = row.forced;
+    } else if (row.grammar) {
       // Constrained: the grammar's mask (cached by position), applied to a copy of the logits.
       const auto t0 = std::chrono::steady_clock::now();
       const std::shared_ptr<const grammar::TokenMask> mask = row.grammar->mask();

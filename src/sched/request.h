@@ -58,6 +58,14 @@ struct Request {
   // with Stop; one that reaches max_tokens first ends with Length, its text incomplete.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   bool speculative = true;          // false: never draft for this request (output is the same either way)
+  // Thinking budget (docs/API.md, "Reasoning"). With reasoning_budget >= 0 every sample starts
+  // inside an open reasoning block (the prompt ends with its opener); once it has generated
+  // that many tokens without writing reasoning_close, its next tokens are
+  // reasoning_close_tokens — forced whatever the logits say (and accepted by the grammar, if
+  // any) — then it samples again. Such a request never drafts.
+  int32_t reasoning_budget = -1;
+  std::string reasoning_close;                  // the text that ends the block ("</think>")
+  std::vector<int32_t> reasoning_close_tokens;  // what is forced: the close as the template writes it
   // Not None: an embedding request. Its prompt runs as a prefill-only sequence (in the same
   // steps as generation; no logits, no sampling, nothing generated: max_tokens, n, sampling,
   // stop, grammar and top_logprobs are ignored, n must be 1) and its Done event carries the

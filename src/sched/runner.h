@@ -34,6 +34,8 @@ struct RowSample {
   grammar::Matcher* grammar = nullptr;  // non-null: sample only what it allows, then advance it
   int32_t top_logprobs = -1;        // >= 0: fill logprob and `top`
   int32_t draft = -1;               // the draft token at the next row of this sequence, or -1
+  int32_t forced = -1;              // >= 0: this token instead of a sampled one (accepted by the
+                                    // sampler and grammar all the same; the grammar refusing it: token -1)
   int32_t token = -1;               // out; -1 when the grammar allows no token at all, or not sampled
   bool sampled = false;             // out: sampled (false: a draft before it was rejected)
   TokenLogprob logprob{-1, 0.0f};   // out

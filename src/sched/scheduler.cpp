@@ -52,6 +52,13 @@ struct Scheduler::Seq {
   // Embedding requests: the pooled final hidden states of the tokens computed since the last
   // admission (mean: their sum in token order; cls, last: the one row), [n_embd].
   std::vector<double> pool_sum;
+  // Thinking budget (Request::reasoning_budget): inside the open block, the tokens generated in
+  // it, the index of the next forced closing token (-1: not forcing), and the block's last
+  // bytes (to find the closer across tokens).
+  bool in_reasoning = false;
+  int32_t reasoning_tokens = 0;
+  int32_t forcing = -1;
+  std::string reasoning_tail;
   Seq(const SamplingParams& sp, int32_t n_vocab, std::vector<std::string> stops)
       : sampler(sp, n_vocab), stop(std::move(stops)) {}
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
@@ -173,7 +180,11 @@ std::optional<SubmitError> Scheduler::submit(uint64_t id, Request request, std::
     s->wait_since_ms = r->arrival_ms;
     for (int32_t t : s->tokens) s->sampler.accept(t);
     if (r->request.grammar) s->grammar.emplace(r->request.grammar);  // each sample from the start
-    if (speculates(*s)) {
+    if (r->request.reasoning_budget >= 0 && !r->request.reasoning_close_tokens.empty()) {
+      s->in_reasoning = true;
+      if (r->request.reasoning_budget == 0) s->forcing = 0;
+    }
+    if (speculates(*s) && !s->in_reasoning) {
       s->drafter = std::make_unique<NgramDrafter>(cfg_.spec_ngram);
       s->drafter->append(s->tokens);
     }
@@ -721,6 +732,7 @@ bool Scheduler::step() {
       row.grammar = s.grammar ? &*s.grammar : nullptr;
       row.top_logprobs = s.req->request.top_logprobs;
       row.draft = draft;
+      if (s.forcing >= 0 && draft < 0) row.forced = s.req->request.reasoning_close_tokens[static_cast<size_t>(s.forcing)];
       rows.push_back(row);
       row_seq.push_back(&s);
     };
@@ -928,7 +940,29 @@ void Scheduler::on_token(Seq& s, const RowSample& row, double now, double itl_ms
     finish_seq(s, FinishReason::Stop);
     return;
   }
+  if (s.in_reasoning) advance_reasoning(s, id);
   if (s.n_generated >= r.request.max_tokens) finish_seq(s, FinishReason::Length);
+}
+
+// The thinking budget's bookkeeping after token `id` (Request::reasoning_budget).
+void Scheduler::advance_reasoning(Seq& s, int32_t id) {
+  const Request& q = s.req->request;
+  if (s.forcing >= 0) {  // a forced closing token
+    if (++s.forcing >= static_cast<int32_t>(q.reasoning_close_tokens.size())) {
+      s.forcing = -1;
+      s.in_reasoning = false;
+    }
+    return;
+  }
+  ++s.reasoning_tokens;
+  s.reasoning_tail += runner_.token_to_piece(id);
+  if (!q.reasoning_close.empty() && s.reasoning_tail.find(q.reasoning_close) != std::string::npos) {
+    s.in_reasoning = false;  // the model closed the block itself
+    return;
+  }
+  if (s.reasoning_tail.size() > q.reasoning_close.size())
+    s.reasoning_tail.erase(0, s.reasoning_tail.size() - q.reasoning_close.size());
+  if (s.reasoning_tokens >= q.reasoning_budget) s.forcing = 0;
 }
 
 void Scheduler::finish_seq(Seq& s, FinishReason reason, const std::string& error) {

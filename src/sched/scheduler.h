@@ -119,6 +119,7 @@ class Scheduler {
   double oldest_waiting_arrival() const;  // +inf when nothing waits
   bool static_group_ready(double now) const;
   void on_token(Seq& s, const RowSample& row, double now, double itl_ms);
+  void advance_reasoning(Seq& s, int32_t id);
   void finish_seq(Seq& s, FinishReason reason, const std::string& error = "");
   void finish_request(Req& r);
   void emit_text(Seq& s, const std::string& text, const RowSample* row);

@@ -101,7 +101,7 @@ DecodeResult FakeRunner::run(const Batch& batch, std::vector<RowSample>& rows) {
   UBATCH_CHECK(batch_row.size() == rows.size());
   sample_rows(rows, [&](size_t k, RowSample& row) {
     const int32_t i = batch_row[k];
-    row.token = model_token(batch.pos[i], batch.token[i]);
+    row.token = row.forced >= 0 ? row.forced : model_token(batch.pos[i], batch.token[i]);
     if (row.sampler) row.sampler->accept(row.token);
   });
   return {};

@@ -191,13 +191,40 @@ std::optional<ApiError> parse_chat_request(const ojson& body, ChatRequest& out) 
     if (auto e = normalize_tool_calls(msg, where)) return e;
     if (const ojson* id = field(msg, "tool_call_id"); id && !id->is_string())
       return invalid_request(where + ".tool_call_id must be a string", "messages", "invalid_type");
+    if (const ojson* rc = field(msg, "reasoning_content"); rc && !rc->is_string())
+      return invalid_request(where + ".reasoning_content must be a string", "messages", "invalid_type");
     out.render.messages.push_back(std::move(msg));
   }
   if (auto e = parse_tools(body, out.tools)) return e;
   if (const ojson* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object())
       return invalid_request("'chat_template_kwargs' must be an object", "chat_template_kwargs", "invalid_type");
+    for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+      if (kw->contains(reserved))
+        return invalid_request(fmt::format("'chat_template_kwargs' cannot set '{}': the server sets it", reserved),
+                               "chat_template_kwargs");
     out.render.kwargs = *kw;
+  }
+  if (const ojson* b = field(body, "reasoning_budget_tokens")) {
+    constexpr int64_t kMaxBudget = int64_t{1} << 20;
+    if (!b->is_number_integer())
+      return invalid_request("'reasoning_budget_tokens' must be an integer", "reasoning_budget_tokens", "invalid_type");
+    const int64_t v = b->get<int64_t>();
+    if (v < 0 || v > kMaxBudget)
+      return invalid_request(
+          fmt::format("'reasoning_budget_tokens' must be in [0, {}], got {}", kMaxBudget, b->dump()),
+          "reasoning_budget_tokens");
+    out.reasoning_budget = static_cast<int32_t>(v);
+  }
+  if (const ojson* rf = field(body, "reasoning_format")) {
+    if (!rf->is_string())
+      return invalid_request("'reasoning_format' must be \"none\", \"auto\" or \"deepseek\"", "reasoning_format",
+                             "invalid_type");
+    out.reasoning_format = chat::parse_reasoning_format(rf->get<std::string>());
+    if (!out.reasoning_format)
+      return invalid_request(fmt::format("'reasoning_format' must be \"none\", \"auto\" or \"deepseek\", got \"{}\"",
+                                         rf->get<std::string>()),
+                             "reasoning_format");
   }
   return std::nullopt;
 }

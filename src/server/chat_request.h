@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_renderer.h"
+#include "chat/reasoning.h"
 #include "chat/tool_types.h"
 #include "server/errors.h"
 
@@ -27,6 +28,8 @@ namespace ubatch::server {
 struct ChatRequest {
   chat::ChatRenderInput render;  // messages (normalized), kwargs; tools left empty (the caller decides)
   chat::ToolRequest tools;       // tools, tool_choice, parallel_tool_calls
+  std::optional<chat::ReasoningFormat> reasoning_format;  // absent: the server's --reasoning-format
+  int32_t reasoning_budget = -1;  // reasoning_budget_tokens (-1: none)
 };
 
 // Errors (400, param the field): a missing or empty messages array, a message that is not an
@@ -35,7 +38,11 @@ struct ChatRequest {
 // (the parser's message), tools that are not function definitions, a function name outside
 // [A-Za-z0-9_.-]{1,64} or given twice, parameters that are not an object, a tool_choice of
 // another value or naming a function not among the tools, tool_choice required or a named
-// function without tools, chat_template_kwargs that is not an object.
+// function without tools, chat_template_kwargs that is not an object (or that sets a variable
+// the renderer sets: messages, tools, add_generation_prompt, bos_token, eos_token), a
+// reasoning_format other than "none", "auto" or "deepseek", an assistant message's
+// reasoning_content that is not a string, a reasoning_budget_tokens that is not an integer in
+// [0, 1048576].
 std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, ChatRequest& out);
 
 }  // namespace ubatch::server

@@ -1,5 +1,7 @@
 #include "server/completion_response.h"
 
+#include <optional>
+
 #include "chat/tool_call_parser.h"
 #include "tokenizer/tokenizer.h"
 
@@ -123,11 +125,22 @@ json CompletionAccumulator::response(const sched::Event& done) const {
     const Choice& c = choices_[i];
     json choice = {{"index", i}};
     const char* finish = finish_reason_text(c.finished ? c.finish : sched::FinishReason::Cancelled);
+    // Reasoning: the block is taken off the reply (the tool text too, which differs only by
+    // control tokens' text) and returned as reasoning_content.
+    std::string text = c.text, tool_text = c.tool_text;
+    std::optional<std::string> reasoning;
+    if (chat && meta_.reasoning) {
+      chat::ReasoningSplit split = chat::split_reasoning(meta_.tool_format ? c.tool_text : c.text, meta_.reasoning_open);
+      if (split.has_reasoning) reasoning = std::move(split.reasoning);
+      if (meta_.tool_format)
+        tool_text = std::move(split.content);
+      text = chat::split_reasoning(c.text, meta_.reasoning_open).content;
+    }
     if (chat && meta_.tool_format) {
-      const chat::ParsedReply reply = chat::parse_tool_calls(*meta_.tool_format, meta_.tool_prefill + c.tool_text,
+      const chat::ParsedReply reply = chat::parse_tool_calls(*meta_.tool_format, meta_.tool_prefill + tool_text,
                                                              *meta_.tools);
       if (reply.calls.empty()) {
-        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
       } else {
         json calls = json::array();
         for (chat::ToolCall call : reply.calls) {
@@ -141,12 +154,13 @@ json CompletionAccumulator::response(const sched::Event& done) const {
       }
       choice["logprobs"] = meta_.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
     } else if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
       choice["logprobs"] = meta_.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
     } else {
       choice["text"] = c.text;
       choice["logprobs"] = meta_.logprobs ? c.logprobs : json(nullptr);
     }
+    if (reasoning) choice["message"]["reasoning_content"] = *reasoning;
     choice["finish_reason"] = finish;
     if (!c.error.empty() && c.finish == sched::FinishReason::Error) choice["error"] = c.error;
     choices.push_back(std::move(choice));
@@ -170,6 +184,9 @@ ChunkBuilder::ChunkBuilder(ResponseMeta meta, int32_t n, const Tokenizer& tokeni
       tool_streams_.push_back(
           std::make_unique<chat::ToolCallStream>(*meta_.tool_format, *meta_.tools, meta_.tool_prefill,
                                                  /*constrained=*/!meta_.tool_special_text));
+  if (meta_.reasoning && meta_.endpoint == Endpoint::ChatCompletions)
+    for (size_t i = 0; i < text_offset_.size(); ++i)
+      reasoning_streams_.push_back(std::make_unique<chat::ReasoningStream>(meta_.reasoning_open));
 }
 
 json ChunkBuilder::delta_json(const chat::ToolStreamDelta& d) const {
@@ -195,11 +212,26 @@ json ChunkBuilder::delta_json(const chat::ToolStreamDelta& d) const {
 }
 
 bool ChunkBuilder::flush(const sched::Event& e, json& out) {
-  if (tool_streams_.empty() || e.index < 0 || static_cast<size_t>(e.index) >= tool_streams_.size()) return false;
-  const chat::ToolStreamDelta d = tool_streams_[static_cast<size_t>(e.index)]->finish();
-  if (d.empty()) return false;
-  out = chunk(json::array(
-      {{{"index", e.index}, {"delta", delta_json(d)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}));
+  if (e.index < 0 || static_cast<size_t>(e.index) >= text_offset_.size()) return false;
+  const size_t i = static_cast<size_t>(e.index);
+  json delta = json::object();
+  std::string content;  // what the reasoning stream still held for the content
+  if (!reasoning_streams_.empty()) {
+    chat::ReasoningStream::Piece p = reasoning_streams_[i]->finish();
+    if (!p.reasoning.empty()) delta["reasoning_content"] = std::move(p.reasoning);
+    content = std::move(p.content);
+  }
+  if (!tool_streams_.empty()) {
+    chat::ToolStreamDelta d = tool_streams_[i]->push(content);
+    chat::ToolStreamDelta tail = tool_streams_[i]->finish();
+    d.content += tail.content;
+    d.calls.insert(d.calls.end(), tail.calls.begin(), tail.calls.end());
+    delta.update(delta_json(d));
+  } else if (!content.empty()) {
+    delta["content"] = std::move(content);
+  }
+  if (delta.empty()) return false;
+  out = chunk(json::array({{{"index", e.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}));
   return true;
 }
 
@@ -223,11 +255,26 @@ json ChunkBuilder::role(int32_t index) const {
 
 bool ChunkBuilder::token(const sched::Event& e, json& out) {
   const bool want_logprobs = meta_.logprobs && e.token >= 0;
-  if (e.text.empty() && !want_logprobs && (tool_streams_.empty() || e.token < 0)) return false;
+  if (e.text.empty() && !want_logprobs && ((tool_streams_.empty() && reasoning_streams_.empty()) || e.token < 0))
+    return false;
   if (e.index < 0 || static_cast<size_t>(e.index) >= text_offset_.size()) return false;
   int64_t& offset = text_offset_[static_cast<size_t>(e.index)];
   json choice = {{"index", e.index}};
-  if (!tool_streams_.empty()) {
+  if (!reasoning_streams_.empty()) {
+    const size_t i = static_cast<size_t>(e.index);
+    chat::ReasoningStream::Piece p =
+        reasoning_streams_[i]->push(tool_streams_.empty() ? e.text : tool_reply_text(tokenizer_, e, meta_.tool_special_text));
+    json delta = json::object();
+    if (!p.reasoning.empty()) delta["reasoning_content"] = std::move(p.reasoning);
+    if (!tool_streams_.empty())
+      delta.update(delta_json(tool_streams_[i]->push(p.content)));
+    else if (!p.content.empty())
+      delta["content"] = std::move(p.content);
+    if (delta.empty() && !want_logprobs) return false;
+    choice["delta"] = std::move(delta);
+    choice["logprobs"] = want_logprobs ? json{{"content", json::array({chat_logprob_entry(tokenizer_, e)})}}
+                                       : json(nullptr);
+  } else if (!tool_streams_.empty()) {
     chat::ToolCallStream& stream = *tool_streams_[static_cast<size_t>(e.index)];
     const chat::ToolStreamDelta d = stream.push(tool_reply_text(tokenizer_, e, meta_.tool_special_text));
     if (d.empty() && !want_logprobs) return false;

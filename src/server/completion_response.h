@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/reasoning.h"
 #include "chat/tool_call_stream.h"
 #include "chat/tool_format.h"
 #include "chat/tool_types.h"
@@ -37,6 +38,9 @@ struct ResponseMeta {
   std::shared_ptr<const std::vector<chat::ToolDef>> tools;
   std::string tool_prefill;  // the prompt's last markup, read as each reply's start
   bool tool_special_text = false;  // no grammar: control tokens' text is kept for the parser (tool_reply_text)
+  // Chat: replies are split into reasoning_content and content (chat/reasoning.h).
+  bool reasoning = false;
+  bool reasoning_open = false;  // the prompt ends inside an open <think> block
 };
 
 // "stop", "length", "cancelled", "error", "deadline"
@@ -99,6 +103,7 @@ class ChunkBuilder {
   bool include_usage_;
   std::vector<int64_t> text_offset_;  // per choice: bytes of text sent so far (legacy logprobs)
   std::vector<std::unique_ptr<chat::ToolCallStream>> tool_streams_;  // per choice, with tools
+  std::vector<std::unique_ptr<chat::ReasoningStream>> reasoning_streams_;  // per choice, with reasoning
   nlohmann::json delta_json(const chat::ToolStreamDelta& d) const;
 };
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/reasoning.h"
 #include "common/status.h"
 #include "sched/metrics.h"
 #include "sampling/sampler.h"
@@ -64,6 +65,8 @@ struct ServerConfig {
   double model_wait_s = 120;       // a request for a model that is not loaded waits this long at most
                                    // for it to load (or its deadline_ms, when shorter); then 503
   std::string chat_template;       // "" : the model's template, else a family guessed from its vocabulary
+  // Reasoning in chat replies (docs/API.md, "Reasoning"): the default of a request's reasoning_format.
+  chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::Auto;
   SamplingParams sampling;         // defaults for the sampling fields a request leaves out
   bool random_seed = true;         // a request without "seed" gets a random one (false: sampling.seed)
   bool parse_special = true;       // /v1/completions text prompts: special-token text becomes special tokens

@@ -539,6 +539,22 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
     const int64_t dflt = endpoint == Endpoint::Completions ? kDefaultCompletionTokens : room / r.n;
     r.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(dflt, room), 1, limits.max_tokens_cap));
   }
+  // A thinking budget closes the open block after that many tokens (docs/API.md, "Reasoning"):
+  // the answer needs room after it.
+  if (out.reasoning_budget >= 0) {
+    if (out.reasoning_budget >= r.max_tokens)
+      return invalid_request(fmt::format("'reasoning_budget_tokens' ({}) must be below the tokens to generate ({}): the "
+                                         "answer follows the reasoning",
+                                         out.reasoning_budget, r.max_tokens),
+                             "reasoning_budget_tokens");
+    if (out.prompt_opens_block) {
+      r.reasoning_budget = out.reasoning_budget;
+      r.reasoning_close = std::string(chat::kReasoningClose);
+      // The close as thinking templates write a closed block: "\n</think>\n\n".
+      r.reasoning_close_tokens = tokenizer.tokenize("\n" + std::string(chat::kReasoningClose) + "\n\n", false, true);
+      r.speculative = false;
+    }
+  }
   return std::nullopt;
 }
 
@@ -554,6 +570,15 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
   Result<SegmentedText> rendered = renderer.render(req.render);
   if (!rendered) return invalid_request("chat template: " + rendered.message(), "messages", "template_error");
   prompt = std::move(rendered.value());
+  // Reasoning: separated when asked (deepseek), or (auto) when the template thinks or the
+  // generation prompt leaves a block open.
+  const chat::ReasoningFormat rf = req.reasoning_format.value_or(setup.reasoning_format);
+  const bool open_block = chat::prompt_opens_reasoning(prompt.text);
+  out.reasoning = rf == chat::ReasoningFormat::Deepseek ||
+                  (rf == chat::ReasoningFormat::Auto && (renderer.thinks() || open_block));
+  out.reasoning_open = out.reasoning && open_block;
+  out.reasoning_budget = req.reasoning_budget;
+  out.prompt_opens_block = open_block;
   if (!req.tools.active()) return std::nullopt;
   // Markup the model can write as text (a control token's piece is empty: grammars cannot produce it).
   auto spellable = [&tok](std::string_view s) {
@@ -562,11 +587,8 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
     return true;
   };
   // A thinking template's generation prompt may leave a reasoning block open.
-  std::string_view tail = prompt.text;
-  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.remove_suffix(1);
-  const bool open_reasoning = tail.size() >= 7 && tail.substr(tail.size() - 7) == "<think>";
-  Result<chat::ToolGrammar> g =
-      chat::tool_call_grammar(renderer.tool_format(), req.tools, spellable, open_reasoning ? "</think>" : "");
+  Result<chat::ToolGrammar> g = chat::tool_call_grammar(renderer.tool_format(), req.tools, spellable,
+                                                        open_block ? chat::kReasoningClose : std::string_view());
   if (!g) return invalid_request(g.message(), "tools", "invalid_json_schema");
   out.tool_format = &renderer.tool_format();
   out.tool_prefill = g->prefill;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_renderer.h"
+#include "chat/reasoning.h"
 #include "chat/tool_types.h"
 #include "sched/request.h"
 #include "server/errors.h"
@@ -55,6 +56,11 @@ struct ParsedRequest {
   const chat::ToolFormat* tool_format = nullptr;  // non-null: replies are parsed for calls in this format
   std::string tool_prefill;    // markup the prompt ends with (the reply's start, for the parser)
   std::string tool_gbnf;       // the grammar for calls ("" none); compiled by the caller
+  // Reasoning (docs/API.md, "Reasoning"): replies are split into reasoning_content and content.
+  bool reasoning = false;
+  bool reasoning_open = false;  // the prompt ends inside an open <think> block
+  int32_t reasoning_budget = -1;  // reasoning_budget_tokens (-1: none)
+  bool prompt_opens_block = false;  // the prompt ends with <think> (whatever reasoning_format says)
 };
 
 // What chat requests need besides the body: the model's renderer and the body as ordered
@@ -62,6 +68,7 @@ struct ParsedRequest {
 struct ChatSetup {
   const chat::ChatRenderer* renderer = nullptr;
   const nlohmann::ordered_json* ordered_body = nullptr;
+  chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::Auto;  // --reasoning-format
 };
 
 // Most members one JSON object may have in the parts of a body parsed as ordered JSON (messages,
@@ -76,7 +83,8 @@ std::optional<ApiError> parse_ordered_members(std::string_view body, std::span<c
                                               nlohmann::ordered_json& out);
 // The members a chat request's rendering reads (parse_chat_request).
 inline constexpr std::string_view kChatMembers[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
-                                                    "chat_template_kwargs"};
+                                                    "chat_template_kwargs", "reasoning_format",
+                                                    "reasoning_budget_tokens"};
 
 // True when `s` is well-formed UTF-8 (Unicode ch. 3, table 3-7: no overlongs, no surrogates,
 // nothing above U+10FFFF). On failure *bad_offset (when given) is the first bad byte.

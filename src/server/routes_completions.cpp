@@ -320,7 +320,7 @@ Prepared prepare(const ServerState& state, Endpoint endpoint, const std::string&
   if (endpoint == Endpoint::ChatCompletions)
     if (auto e = parse_ordered_members(text, kChatMembers, ordered))
       return fail(*e);
-  const ChatSetup setup{b.chat.get(), &ordered};
+  const ChatSetup setup{b.chat.get(), &ordered, state.config.reasoning_format};
   RequestLimits limits;
   limits.n_ctx = b.n_ctx;
   limits.n_vocab = b.n_vocab;
@@ -385,6 +385,8 @@ void submit(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
     meta.tool_prefill = parsed.tool_prefill;
     meta.tool_special_text = parsed.tool_gbnf.empty();
   }
+  meta.reasoning = parsed.reasoning;
+  meta.reasoning_open = parsed.reasoning_open;
   auto job = std::make_shared<CompletionJob>(state, std::move(lease), parsed, std::move(sub.stream), std::move(meta), ex);
   job->start();
 }

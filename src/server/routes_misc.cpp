@@ -67,25 +67,56 @@ void health(ServerState& state, http::Response& res) {
   send_json(res, 200, {{"status", "ok"}});
 }
 
+// One model as /v1/models lists it (row i of the registry).
+json model_object(ServerState& state, const ModelRegistry::Row& r, size_t i, int64_t started_at) {
+  json meta = {{"status", model_state_name(r.state)}, {"file_bytes", r.info.file_bytes},
+               {"memory_bytes", r.info.memory_bytes}, {"architecture", r.info.arch},
+               {"requests_active", r.in_use}, {"requests_waiting", r.waiting}};
+  if (!r.error.empty()) meta["load_error"] = r.error;
+  if (ModelRegistry::Lease b = state.models->try_acquire(i, false)) {
+    meta["n_ctx"] = b->n_ctx;
+    meta["kv_cells"] = b->kv_cells;
+    meta["n_vocab"] = b->n_vocab;
+    meta["chat_template"] = b->chat_template;
+  }
+  return {{"id", r.info.name}, {"object", "model"}, {"created", started_at}, {"owned_by", "ubatch"}, {"meta", meta}};
+}
+
 void models(ServerState& state, int64_t started_at, http::Response& res) {
   json data = json::array();
   const std::vector<ModelRegistry::Row> rows = state.models->rows();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const ModelRegistry::Row& r = rows[i];
-    json meta = {{"status", model_state_name(r.state)}, {"file_bytes", r.info.file_bytes},
-                 {"memory_bytes", r.info.memory_bytes}, {"architecture", r.info.arch},
-                 {"requests_active", r.in_use}, {"requests_waiting", r.waiting}};
-    if (!r.error.empty()) meta["load_error"] = r.error;
-    if (ModelRegistry::Lease b = state.models->try_acquire(i, false)) {
-      meta["n_ctx"] = b->n_ctx;
-      meta["kv_cells"] = b->kv_cells;
-      meta["n_vocab"] = b->n_vocab;
-      meta["chat_template"] = b->chat_template;
-    }
-    data.push_back(
-        {{"id", r.info.name}, {"object", "model"}, {"created", started_at}, {"owned_by", "ubatch"}, {"meta", meta}});
-  }
+  for (size_t i = 0; i < rows.size(); ++i) data.push_back(model_object(state, rows[i], i, started_at));
   send_json(res, 200, {{"object", "list"}, {"data", data}});
+}
+
+// "%2F" and the like decoded (clients may encode an id holding '/'); a bad escape stays as it is.
+std::string percent_decoded_id(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// GET /v1/models/{id} (OpenAI's models.retrieve): the model as listed, or 404 model_not_found.
+void model_by_id(ServerState& state, int64_t started_at, std::string_view prefix, const http::Request& req,
+                 http::Response& res) {
+  const std::string id = percent_decoded_id(std::string_view(req.path).substr(prefix.size()));
+  const std::vector<ModelRegistry::Row> rows = state.models->rows();
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].info.name == id) return send_json(res, 200, model_object(state, rows[i], i, started_at));
+  send_error(res, model_not_found(*state.models, id));
 }
 
 void metrics(ServerState& state, http::Response& res) {
@@ -208,6 +239,10 @@ void register_misc_routes(http::Router& router, ServerState& state, int64_t star
   auto list = [&state, started_at](const http::Request&, http::Response& res) { models(state, started_at, res); };
   router.get("/v1/models", list);
   router.get("/models", list);
+  for (const char* prefix : {"/v1/models/", "/models/"})
+    router.get_prefix(prefix, [&state, started_at, prefix](const http::Request& req, http::Response& res) {
+      model_by_id(state, started_at, prefix, req, res);
+    });
   router.get("/metrics", [&state](const http::Request&, http::Response& res) { metrics(state, res); });
   router.get("/openapi.json", [](const http::Request&, http::Response& res) {
     res.set_content(std::string(openapi_json()), "application/json");

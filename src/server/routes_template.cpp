@@ -20,7 +20,7 @@ void apply_template(ServerState& state, const http::Request& req, http::Response
   nlohmann::ordered_json ordered;
   if (auto e = parse_ordered_members(req.body, kChatMembers, ordered))
     return send_error(res, *e);
-  const ChatSetup setup{b->chat.get(), &ordered};
+  const ChatSetup setup{b->chat.get(), &ordered, state.config.reasoning_format};
   ParsedRequest parsed;
   SegmentedText prompt;
   if (auto e = render_chat_prompt(setup, *b->tokenizer, parsed, prompt)) return send_error(res, *e);

@@ -35,6 +35,7 @@ struct ServeOptions {
   sched::EngineConfig engine;
   std::string policy = "ubatch";
   std::string pooling;  // --pooling: "" (the model file's, else mean), mean, cls, last
+  std::string reasoning_format = "auto";  // --reasoning-format: none, auto, deepseek
   std::vector<ModelFile> models;         // -m (repeatable), each with the --alias after it
   std::string models_dir;
   std::string models_memory;             // "" : kDefaultModelsMemoryShare of MemAvailable
@@ -76,6 +77,7 @@ int run_serve(ServeOptions& o) {
   if (o.pooling == "mean") o.server.pooling = sched::Pooling::Mean;
   if (o.pooling == "cls") o.server.pooling = sched::Pooling::Cls;
   if (o.pooling == "last") o.server.pooling = sched::Pooling::Last;
+  o.server.reasoning_format = chat::parse_reasoning_format(o.reasoning_format).value_or(chat::ReasoningFormat::Auto);
   o.engine.n_batch = o.model.n_batch;  // --n-batch: the engine's token budget per step
   o.engine.max_tokens_cap = o.server.max_tokens_cap;
   server::ServerConfig cfg = o.server;
@@ -231,6 +233,11 @@ UBATCH_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (see docs/API.md
   sub.add_flag_callback("--no-parse-special", [&s] { s.parse_special = false; },
                "tokenize /v1/completions text prompts as plain text: special-token text such as "
                "<start_of_turn> stays text (chat content is always plain text)");
+  sub.add_option("--reasoning-format", o->reasoning_format,
+                 "reasoning in chat replies: none (left in content), auto (reasoning_content when the template "
+                 "thinks or the prompt opens a <think> block), deepseek (always split <think> blocks); a request's "
+                 "reasoning_format overrides it")
+      ->capture_default_str()->check(CLI::IsMember({"none", "auto", "deepseek"}));
   sub.add_option("--pooling", o->pooling,
                  "how /v1/embeddings pools the final hidden states: mean, cls (first token), last (default: the "
                  "model file's <arch>.pooling_type, else mean)")

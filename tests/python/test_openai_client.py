@@ -35,6 +35,14 @@ def main():
         models = client.models.list()
         check(len(models.data) == 1, f"one model expected, got {models.data}")
         check(models.data[0].object == "model", "object is not 'model'")
+        one = client.models.retrieve(model)  # GET /v1/models/{id}
+        check(one.id == model and one.object == "model", one)
+        try:
+            client.models.retrieve("no-such-model")
+        except openai.NotFoundError as e:
+            check(e.status_code == 404 and e.body["code"] == "model_not_found", e.body)
+        else:
+            raise AssertionError("an unknown model id was found")
 
     def completion_non_streaming():
         r = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0)

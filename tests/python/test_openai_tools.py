@@ -6,7 +6,10 @@ Usage: test_openai_tools.py --base-url http://127.0.0.1:PORT/v1 [--samples 50]
 Checks: a round trip (tools -> tool_calls -> tool result -> answer), streamed and not;
 tool_choice "required" and a named function give arguments valid under the tool's JSON
 Schema (Python `jsonschema`) on every one of --samples requests sampled at temperature 1;
-parallel_tool_calls can give several calls; special-token look-alikes in a tool result stay
+parallel_tool_calls can give several calls; under OpenAI's defaults (parallel_tool_calls unset,
+max_tokens unset) 20 of 20 sampled "required" requests end with "tool_calls" and valid calls,
+streamed and not; a reply cut by max_tokens keeps its complete calls (finish "length"), the
+same streamed and not; special-token look-alikes in a tool result stay
 text (the prompt is unchanged in token count by them only as text would be); errors are 400.
 Each check prints PASS or FAIL; the last line is "N passed, N failed".
 tests/test_server_openai_tools.cpp starts the server and runs this script under CTest.
@@ -79,6 +82,7 @@ def main():
     ap.add_argument("--base-url", required=True)
     ap.add_argument("--api-key", default="unused")
     ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--only", default="", help="comma-separated check names (default: all)")
     args = ap.parse_args()
     client = openai.OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=0, timeout=600)
     model = client.models.list().data[0].id
@@ -150,6 +154,71 @@ def main():
     def named_sampled_schema_valid():
         sampled({"type": "function", "function": {"name": "search_files"}}, {"search_files"})
 
+    def collect_stream(**kw):
+        """The streamed reply reassembled: (content or None, [(name, arguments)], finish_reason)."""
+        calls, content, finish = {}, "", None
+        for chunk in client.chat.completions.create(stream=True, **kw):
+            for c in chunk.choices:
+                finish = c.finish_reason or finish
+                content += c.delta.content or ""
+                for d in c.delta.tool_calls or []:
+                    if d.id:
+                        check(d.index not in calls, f"id sent twice for call {d.index}")
+                        check(d.index == len(calls), f"call index {d.index} after {len(calls)} calls")
+                        calls[d.index] = [d.function.name, ""]
+                    calls[d.index][1] += d.function.arguments or ""
+        # every call arrives whole: its arguments parse as soon as it is announced
+        return content or None, [tuple(calls[k]) for k in sorted(calls)], finish
+
+    def required_default_parallel_sampled():
+        # OpenAI's defaults: parallel_tool_calls and max_tokens unset. A small model that repeats
+        # its call cannot loop until the context is full: every reply ends with its calls.
+        def one(job):
+            seed, stream = job
+            kw = dict(model=model, messages=question, tools=TOOLS, tool_choice="required", temperature=1.0, seed=seed)
+            if stream:
+                content, calls, finish = collect_stream(**kw)
+            else:
+                c = client.chat.completions.create(**kw).choices[0]
+                content, finish = c.message.content, c.finish_reason
+                calls = [(t.function.name, t.function.arguments) for t in c.message.tool_calls or []]
+            check(finish == "tool_calls", f"seed {seed} stream {stream}: finish {finish}: {content!r} {calls}")
+            check(calls and content is None, f"seed {seed}: {content!r} {calls}")
+            for name, arguments in calls:
+                check(name in SCHEMAS, name)
+                jsonschema.validate(json.loads(arguments), SCHEMAS[name])
+            check(len(set(calls)) == len(calls), f"seed {seed}: a call repeated: {calls}")
+            return len(calls)
+        jobs = [(seed, stream) for stream in (False, True) for seed in range(100, 120)]
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            counts = list(pool.map(one, jobs))
+        print(f"  20/20 unstreamed and 20/20 streamed ended with tool_calls; calls per reply: {counts}")
+
+    def cut_reply_keeps_complete_calls():
+        # max_tokens cutting a reply inside a later call: the complete calls are returned (the cut
+        # one dropped), finish "length", streamed and not alike (greedy: the same tokens).
+        kw = dict(model=model, tools=TOOLS, tool_choice="required", temperature=0,
+                  messages=[{"role": "user", "content": "Weather in Paris, in Rome and in Oslo."}])
+        full = client.chat.completions.create(**kw)
+        n_full = full.usage.completion_tokens
+        seen_cut_with_calls = False
+        for m in range(12, min(n_full, 160), 8):
+            c = client.chat.completions.create(max_tokens=m, **kw).choices[0]
+            calls = [(t.function.name, t.function.arguments) for t in c.message.tool_calls or []]
+            check(c.finish_reason == "length", f"max_tokens {m}: {c.finish_reason}")
+            if calls:
+                check(c.message.content is None, c.message)
+                for name, arguments in calls:
+                    jsonschema.validate(json.loads(arguments), SCHEMAS[name])
+                seen_cut_with_calls = True
+            streamed = collect_stream(max_tokens=m, **kw)
+            check(streamed == (c.message.content, calls, "length"), f"max_tokens {m}: {streamed} vs {c}")
+            if seen_cut_with_calls:
+                break
+        full_calls = full.choices[0].message.tool_calls or []
+        check(seen_cut_with_calls or len(full_calls) < 2,
+              f"no cut kept a call ({n_full} tokens, {len(full_calls)} calls)")
+
     def parallel_calls():
         # Several calls in one reply: seen on some seed among a few (the model chooses how many).
         most = 0
@@ -213,7 +282,9 @@ def main():
             raise AssertionError(f"accepted: {extra}")
 
     checks = [round_trip_non_streaming, round_trip_streaming, required_sampled_schema_valid, named_sampled_schema_valid,
-              parallel_calls, auto_is_text_or_valid_call, apply_template_and_lookalikes, errors_are_400]
+              required_default_parallel_sampled, cut_reply_keeps_complete_calls, parallel_calls, auto_is_text_or_valid_call, apply_template_and_lookalikes, errors_are_400]
+    if args.only:
+        checks = [fn for fn in checks if fn.__name__ in args.only.split(",")]
     passed = failed = 0
     for fn in checks:
         t0 = time.monotonic()

@@ -19,14 +19,32 @@ void Router::add(const std::string& method, const std::string& path, AsyncHandle
   routes_[{path, method}] = std::move(h);
 }
 
+void Router::add_prefix(const std::string& method, const std::string& prefix, AsyncHandler h) {
+  prefixes_[{prefix, method}] = std::move(h);
+}
+void Router::get_prefix(const std::string& prefix, Handler h) { add_prefix("GET", prefix, wrap(std::move(h))); }
+
+const AsyncHandler* Router::find_prefix(const std::string& method, const std::string& path) const {
+  for (const auto& [key, handler] : prefixes_)
+    if (path.size() > key.first.size() && path.compare(0, key.first.size(), key.first) == 0 &&
+        (method.empty() || key.second == method))
+      return &handler;
+  return nullptr;
+}
+
 const AsyncHandler* Router::find(const std::string& method, const std::string& path) const {
-  auto it = routes_.find({path, method == "HEAD" ? std::string("GET") : method});
-  return it == routes_.end() ? nullptr : &it->second;
+  const std::string m = method == "HEAD" ? std::string("GET") : method;
+  auto it = routes_.find({path, m});
+  if (it != routes_.end()) return &it->second;
+  if (routes_.lower_bound({path, std::string()}) != routes_.end() &&
+      routes_.lower_bound({path, std::string()})->first.first == path)
+    return nullptr;  // an exact path answers other methods only
+  return find_prefix(m, path);
 }
 
 bool Router::knows(const std::string& path) const {
   auto it = routes_.lower_bound({path, std::string()});
-  return it != routes_.end() && it->first.first == path;
+  return (it != routes_.end() && it->first.first == path) || find_prefix("", path);
 }
 
 std::string Router::allowed_methods(const std::string& path) const {
@@ -36,6 +54,13 @@ std::string Router::allowed_methods(const std::string& path) const {
     out += ", ";
     if (it->first.second == "GET") out += "HEAD, ";
   }
+  if (out.empty())
+    for (const auto& [key, handler] : prefixes_)
+      if (path.size() > key.first.size() && path.compare(0, key.first.size(), key.first) == 0) {
+        out += key.second;
+        out += ", ";
+        if (key.second == "GET") out += "HEAD, ";
+      }
   if (out.empty()) return out;
   return out + "OPTIONS";
 }
