@@ -134,10 +134,10 @@ TSAN_SERVER_FILTER='-ServerStream.ThirtyTwoConcurrentStreamsMatchNonStreamedAndS
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DUBATCH_TSAN=ON -DUBATCH_TEST_FILES="$(IFS=';'; echo "${TSAN_FILES[*]}")" >/dev/null
 cmake --build build-tsan --target ubatch_tests
-# halt_on_error: any report fails the test that produced it. The server executable runs as three
+# halt_on_error: any report fails the test that produced it. The server executable runs as four
 # gtest shards and the scheduler one whole, $JOBS processes at a time, each into
 # build-tsan/<name>.log (printed whole when it fails).
-TSAN_RUNS=(test_server:0/3 test_server:1/3 test_server:2/3 test_sched:0/1)
+TSAN_RUNS=(test_server:0/4 test_server:1/4 test_server:2/4 test_server:3/4 test_sched:0/1)
 tsan_run() {
   local bin=${1%%:*} shard=${1#*:} rc=0 filter='*'
   local log="build-tsan/$bin-${shard%/*}.log"
