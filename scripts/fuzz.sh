@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     --tests) TEST_REGEX=$2; shift 2 ;;
     test_*) TEST_TARGETS+=("$1"); shift ;;
     *_fuzz) TARGETS+=("$1"); shift ;;
-    *) echo "usage: $0 [--seconds N] [--seed N] [--tests REGEX TEST_TARGET...] [target_fuzz ...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds N] [--seed N] [--jobs N] [--tests REGEX TEST_FILE...] [target_fuzz ...]" >&2; exit 2 ;;
   esac
 done
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(gguf_fuzz tokenizer_fuzz chat_fuzz json_request_fuzz sse_fuzz grammar_fuzz model_load_fuzz \

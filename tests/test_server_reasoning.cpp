@@ -10,7 +10,6 @@
 // max_tokens, and the split is checked against the raw text of the same reply.
 #include "test_server_fixture.h"
 
-#include <cctype>
 #include <fstream>
 
 #include "chat/reasoning.h"
@@ -21,19 +20,6 @@ namespace {
 std::string file_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// models/*smollm2*instruct*.gguf beside the default model, "" when absent.
-std::string chat_model() {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(default_model()).parent_path(), ec)) {
-    std::string name = e.path().filename().string();
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (name.find("smollm2") != std::string::npos && name.find("instruct") != std::string::npos &&
-        name.size() > 5 && name.substr(name.size() - 5) == ".gguf")
-      return e.path().string();
-  }
-  return "";
 }
 
 std::unique_ptr<ServedModel> serve_with(const std::string& model, const std::string& tmpl,
@@ -70,8 +56,8 @@ std::pair<std::string, std::string> streamed(int port, json body) {
 class ServerReasoning : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = chat_model();
-    if (model_.empty()) GTEST_SKIP() << "no SmolLM2-135M-Instruct GGUF beside the default model";
+    model_ = smollm2_model();
+    if (!std::filesystem::exists(model_)) GTEST_SKIP() << "no SmolLM2-135M-Instruct GGUF at " << model_ << " (scripts/setup.sh)";
   }
   std::string model_;
   const std::string own_ = file_text(std::string(UBATCH_TESTS_DIR) + "/data/think_chatml.jinja");
