@@ -27,10 +27,11 @@ namespace {
 
 struct Key {
   std::string name;
-  enum Kind { U32, F32, STR } kind;
+  enum Kind { U32, F32, STR, I32ARR } kind;
   uint32_t u = 0;
   float f = 0;
   std::string s;
+  std::vector<int32_t> arr;  // I32ARR
 };
 
 struct Tensor {
@@ -50,15 +51,35 @@ Spec make_spec(const std::string& arch) {
   const int64_t E = 32, H = 2, KV = 1, D = arch == "qwen3" || arch == "gemma2" ? 32 : 16, F = 64, V = 40;
   const int L = arch == "smollm3" ? 4 : 2;
   Spec s;
-  auto k = [&](const std::string& n, uint32_t u) { s.keys.push_back({arch + "." + n, Key::U32, u, 0, ""}); };
-  auto kf = [&](const std::string& n, float f) { s.keys.push_back({arch + "." + n, Key::F32, 0, f, ""}); };
-  s.keys.push_back({"general.architecture", Key::STR, 0, 0, arch});
+  auto k = [&](const std::string& n, uint32_t u) { s.keys.push_back({arch + "." + n, Key::U32, u, 0, "", {}}); };
+  auto ka = [&](const std::string& n, std::vector<int32_t> a) {
+    s.keys.push_back({arch + "." + n, Key::I32ARR, 0, 0, "", std::move(a)});
+  };
+  auto kf = [&](const std::string& n, float f) { s.keys.push_back({arch + "." + n, Key::F32, 0, f, "", {}}); };
+  s.keys.push_back({"general.architecture", Key::STR, 0, 0, arch, {}});
+  const bool qwen35 = arch == "qwen35", lfm2 = arch == "lfm2";
   k("context_length", 128);
   k("embedding_length", E);
   k("block_count", L);
   k("feed_forward_length", F);
   k("attention.head_count", H);
-  k("attention.head_count_kv", KV);
+  if (lfm2) ka("attention.head_count_kv", {0, KV});  // layer 0 a short convolution, layer 1 attention
+  else k("attention.head_count_kv", KV);
+  // Hybrid layers (layer 0 recurrent, layer 1 attention): Gated DeltaNet of 2 key heads and 4
+  // value heads of 8 (conv channels 2·16 + 32 = 64), partial RoPE with M-RoPE sections; the
+  // short convolution of 3 taps.
+  const int64_t SD = 8, SK = 2, SV = 4, SC = 4, SCH = 2 * SK * SD + SV * SD, LC = 3;
+  if (qwen35) {
+    k("full_attention_interval", 2);
+    k("rope.dimension_count", 8);
+    ka("rope.dimension_sections", {2, 2, 0, 0});
+    k("ssm.conv_kernel", SC);
+    k("ssm.state_size", SD);
+    k("ssm.group_count", SK);
+    k("ssm.time_step_rank", SV);
+    k("ssm.inner_size", SV * SD);
+  }
+  if (lfm2) k("shortconv.l_cache", LC);
   kf("attention.layer_norm_rms_epsilon", 1e-6f);
   kf("rope.freq_base", 10000.0f);
   if (D != E / H) {
@@ -78,8 +99,8 @@ Spec make_spec(const std::string& arch) {
   }
   auto t = [&](const std::string& n, std::vector<int64_t> ne) { s.tensors.push_back({n, TensorType::F32, std::move(ne)}); };
   t("token_embd.weight", {E, V});
-  t("output_norm.weight", {E});
-  if (arch == "qwen2" || arch == "phi3") t("output.weight", {E, V});
+  t(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", {E});
+  if (arch == "qwen2" || arch == "phi3" || qwen35) t("output.weight", {E, V});
   if (arch == "llama") t("rope_freqs.weight", {D / 2});
   if (arch == "phi3") {
     t("rope_factors_short.weight", {D / 2});
@@ -88,10 +109,33 @@ Spec make_spec(const std::string& arch) {
   for (int il = 0; il < L; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     t(b + "attn_norm.weight", {E});
+    if ((qwen35 || lfm2) && il == 0) {  // the recurrent layer
+      if (qwen35) {
+        t(b + "attn_qkv.weight", {E, SCH});
+        t(b + "attn_gate.weight", {E, SV * SD});
+        t(b + "ssm_beta.weight", {E, SV});
+        t(b + "ssm_alpha.weight", {E, SV});
+        t(b + "ssm_conv1d.weight", {SC, SCH});
+        t(b + "ssm_dt.bias", {SV});
+        t(b + "ssm_a", {SV});
+        t(b + "ssm_norm.weight", {SD});
+        t(b + "ssm_out.weight", {SV * SD, E});
+        t(b + "post_attention_norm.weight", {E});
+      } else {
+        t(b + "shortconv.in_proj.weight", {E, 3 * E});
+        t(b + "shortconv.conv.weight", {LC, E});
+        t(b + "shortconv.out_proj.weight", {E, E});
+        t(b + "ffn_norm.weight", {E});
+      }
+      t(b + "ffn_gate.weight", {E, F});
+      t(b + "ffn_up.weight", {E, F});
+      t(b + "ffn_down.weight", {F, E});
+      continue;
+    }
     if (arch == "phi3") {
       t(b + "attn_qkv.weight", {E, H * D + 2 * KV * D});
     } else {
-      t(b + "attn_q.weight", {E, H * D});
+      t(b + "attn_q.weight", {E, (qwen35 ? 2 : 1) * H * D});  // qwen35: [Q_h | gate_h] per head
       t(b + "attn_k.weight", {E, KV * D});
       t(b + "attn_v.weight", {E, KV * D});
     }
@@ -101,7 +145,7 @@ Spec make_spec(const std::string& arch) {
       t(b + "attn_v.bias", {KV * D});
     }
     t(b + "attn_output.weight", {H * D, E});
-    t(b + "ffn_norm.weight", {E});
+    t(b + (qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), {E});
     if (arch == "phi3") {
       t(b + "ffn_up.weight", {E, 2 * F});
     } else {
@@ -109,7 +153,7 @@ Spec make_spec(const std::string& arch) {
       t(b + "ffn_up.weight", {E, F});
     }
     t(b + "ffn_down.weight", {F, E});
-    if (arch == "qwen3" || arch == "gemma3") {
+    if (arch == "qwen3" || arch == "gemma3" || qwen35 || lfm2) {
       t(b + "attn_q_norm.weight", {D});
       t(b + "attn_k_norm.weight", {D});
     }
@@ -121,13 +165,17 @@ Spec make_spec(const std::string& arch) {
   return s;
 }
 
-const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "smollm3"};
+const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "smollm3", "qwen35", "lfm2"};
+constexpr size_t kNumArchs = sizeof(kArchs) / sizeof(kArchs[0]);
 // Keys the edits may add (some read, some refused): every architecture-specific one we know.
 const char* const kExtraSuffixes[] = {
     "rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length", "rope.scaling.attn_factor",
     "rope.freq_base_swa", "attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
     "final_logit_softcapping", "rope.dimension_count", "attention.key_length", "vocab_size", "logit_scale",
-    "expert_count", "rope.scaling.finetuned"};
+    "expert_count", "rope.scaling.finetuned", "full_attention_interval", "ssm.conv_kernel", "ssm.state_size",
+    "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "shortconv.l_cache", "nextn_predict_layers",
+    "rope.dimension_sections", "attention.head_count_kv"};
+constexpr size_t kNumExtraSuffixes = sizeof(kExtraSuffixes) / sizeof(kExtraSuffixes[0]);
 const char* const kStrings[] = {"linear", "none", "yarn", "longrope", "llama3", "", "dynamic"};
 const TensorType kTypes[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K};
 
@@ -137,7 +185,12 @@ std::vector<uint8_t> build(const Spec& s) {
   for (const Key& k : s.keys) {
     if (k.kind == Key::U32) w.add_uint(k.name, ValueType::UINT32, k.u);
     else if (k.kind == Key::F32) w.add_f32(k.name, k.f);
-    else w.add_string(k.name, k.s);
+    else if (k.kind == Key::STR) w.add_string(k.name, k.s);
+    else {
+      std::vector<uint8_t> bytes(k.arr.size() * 4);
+      if (!bytes.empty()) std::memcpy(bytes.data(), k.arr.data(), bytes.size());
+      w.add_array(k.name, ValueType::INT32, k.arr.size(), bytes);
+    }
   }
   for (const Tensor& t : s.tensors) {
     int64_t n = 1;
@@ -162,11 +215,11 @@ std::vector<uint8_t> build(const Spec& s) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  Spec s = make_spec(kArchs[data[0] % 7]);
+  Spec s = make_spec(kArchs[data[0] % kNumArchs]);
   const std::string arch = s.keys[0].s;
   // Edits: 3 bytes each (op, index, value).
   for (size_t i = 1; i + 2 < size && i < 1 + 3 * 12; i += 3) {
-    const uint8_t op = data[i] % 9, idx = data[i + 1], v = data[i + 2];
+    const uint8_t op = data[i] % 10, idx = data[i + 1], v = data[i + 2];
     if (op == 0 && !s.keys.empty()) {
       s.keys.erase(s.keys.begin() + idx % s.keys.size());
     } else if (op == 1 && !s.keys.empty()) {
@@ -189,10 +242,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (op == 6 && !s.tensors.empty()) {
       s.tensors[idx % s.tensors.size()].type = kTypes[v % 4];
     } else if (op == 7) {
-      const char* suffix = kExtraSuffixes[idx % 15];
-      if (v % 3 == 0) s.keys.push_back({arch + "." + suffix, Key::STR, 0, 0, kStrings[v % 7]});
-      else if (v % 3 == 1) s.keys.push_back({arch + "." + suffix, Key::U32, v, 0, ""});
-      else s.keys.push_back({arch + "." + suffix, Key::F32, 0, static_cast<float>(v) / 16.0f, ""});
+      const char* suffix = kExtraSuffixes[idx % kNumExtraSuffixes];
+      if (v % 4 == 0) s.keys.push_back({arch + "." + suffix, Key::STR, 0, 0, kStrings[v % 7], {}});
+      else if (v % 4 == 1) s.keys.push_back({arch + "." + suffix, Key::U32, v, 0, "", {}});
+      else if (v % 4 == 2) s.keys.push_back({arch + "." + suffix, Key::F32, 0, static_cast<float>(v) / 16.0f, "", {}});
+      else s.keys.push_back({arch + "." + suffix, Key::I32ARR, 0, 0, "", std::vector<int32_t>(v % 7, v % 5 - 1)});
+    } else if (op == 9 && !s.keys.empty()) {  // an integer array: an element changed, or one added or dropped
+      Key& k = s.keys[idx % s.keys.size()];
+      if (k.kind == Key::I32ARR) {
+        if (v % 3 == 0 && !k.arr.empty()) k.arr[v % k.arr.size()] = static_cast<int32_t>(v / 3) - 4;
+        else if (v % 3 == 1) k.arr.push_back(v % 4);
+        else if (!k.arr.empty()) k.arr.pop_back();
+      }
     } else if (op == 8) {
       s.tensors.push_back({v % 2 ? "blk.0.attn_output.bias" : "stray.weight", TensorType::F32, {v % 2 ? 32 : 8}});
     }

@@ -93,12 +93,12 @@ end "$(ctest_count "$LOGS/release-tests.log")"
 # With clang these build in the fuzzers' tree (build-fuzz/: one sanitized compile of the
 # libraries for both), and every libFuzzer target then runs for 20 s (docs/FUZZING.md);
 # without clang, in a GCC tree (build-asan/), and the fuzz smoke says it is skipped.
-ASAN_FILES=(test_gguf test_gguf_hostile test_context_archs test_kernels_gemm test_tokenizer_chat test_tokenizer_segments
+ASAN_FILES=(test_gguf test_gguf_hostile test_context_archs test_context_hybrid test_kernels_gemm test_tokenizer_chat test_tokenizer_segments
   test_tokenizer_vectors test_tokenizer_wpm test_grammar_gbnf test_grammar_matcher test_grammar_json_schema
   test_server_transport test_server_http test_server_webui
   test_template_lexer test_template_parser test_template_values test_template_filters test_template_tests
   test_template_statements test_template_sandbox test_template_marks test_template_chat test_template_corpus)
-ASAN_REGEX='Gguf|ArchStrictLoading|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|TokenizerVectors|TokenizerWpm|WordPieceWords|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
+ASAN_REGEX='Gguf|ArchStrictLoading|Hybrid|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|TokenizerVectors|TokenizerWpm|WordPieceWords|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
 begin "ASan + UBSan tests, fuzz smoke"
 fuzz_rc=0
 bash scripts/fuzz.sh --seconds 20 --seed 1 --tests "$ASAN_REGEX" "${ASAN_FILES[@]}" 2>&1 | tee "$LOGS/asan-fuzz.log" ||

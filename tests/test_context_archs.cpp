@@ -14,6 +14,7 @@
 
 #include "context/context.h"
 #include "gguf/gguf_writer.h"
+#include "gguf_rewrite.h"
 #include "reference_rule.h"
 #include "support.h"
 
@@ -115,43 +116,15 @@ TEST(ArchReferenceLogits, GreedyGenerationMatchesGreedy16) {
 
 // ---- Rewriting a model: the tool of the mutation and malformed-file tests ----------------------
 
-struct Rewrite {
-  // Returns true when it wrote (or dropped) the key itself.
-  std::function<bool(const gguf::MetadataEntry&, Writer&)> key;
-  // Returns true when it wrote (or dropped) the tensor itself.
-  std::function<bool(const gguf::TensorInfo&, Writer&)> tensor;
-  std::function<void(Writer&)> extra;  // keys and tensors added at the end
-};
-
-std::vector<uint8_t> tensor_bytes(const gguf::TensorInfo& t) {
-  const auto* p = static_cast<const uint8_t*>(t.data);
-  return std::vector<uint8_t>(p, p + t.n_bytes);
-}
-
-std::vector<int64_t> tensor_shape(const gguf::TensorInfo& t) { return std::vector<int64_t>(t.ne, t.ne + t.n_dims); }
+using test::Rewrite;
+using test::rewrite;
+using test::tensor_bytes;
+using test::tensor_shape;
 
 std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
   std::vector<uint8_t> out(v.size() * sizeof(float));
   std::memcpy(out.data(), v.data(), out.size());
   return out;
-}
-
-std::vector<uint8_t> rewrite(const gguf::File& f, const Rewrite& r) {
-  Writer w(f.version());
-  for (const gguf::MetadataEntry& e : f.metadata()) {
-    if (e.key == "general.alignment") {
-      w.set_alignment(static_cast<uint32_t>(e.value.u));
-      continue;
-    }
-    if (r.key && r.key(e, w)) continue;
-    w.add_value(e.key, e.value);
-  }
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    if (r.tensor && r.tensor(t, w)) continue;
-    w.add_tensor(t.name, t.type, tensor_shape(t), tensor_bytes(t));
-  }
-  if (r.extra) r.extra(w);
-  return w.bytes();
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {

@@ -32,7 +32,16 @@ const char* const kModels[] = {
     "tiny-phi3-f32",     "tiny-phi3-q8_0",    "tiny-phi3-q4_k_m",
     "tiny-llama3-f32",   "tiny-llama3-q8_0",  "tiny-llama3-q4_k_m",
     "tiny-gemma2-f32",   "tiny-gemma2-q8_0",  "tiny-gemma2-q4_k_m",
-    "tiny-smollm3-f32",  "tiny-smollm3-q8_0", "tiny-smollm3-q4_k_m"};
+    "tiny-smollm3-f32",  "tiny-smollm3-q8_0", "tiny-smollm3-q4_k_m",
+    // The hybrid recurrent architectures (reference/hybrid/models).
+    "hybrid/tiny-qwen35-f32", "hybrid/tiny-qwen35-q8_0", "hybrid/tiny-qwen35-q4_k_m",
+    "hybrid/tiny-lfm2-f32",   "hybrid/tiny-lfm2-q8_0",   "hybrid/tiny-lfm2-q4_k_m"};
+
+// reference/models/<name>.gguf, or reference/hybrid/models/<name>.gguf for "hybrid/<name>".
+std::string level_model_path(const std::string& param) {
+  if (param.rfind("hybrid/", 0) == 0) return test::reference_path("hybrid/models/" + param.substr(7) + ".gguf");
+  return test::reference_path("models/" + param + ".gguf");
+}
 
 // The levels this build and CPU run (scalar always); prints one line per level it skips.
 std::vector<std::string> levels_here() {
@@ -66,7 +75,7 @@ class LevelsLogits : public ::testing::TestWithParam<const char*> {};
 // the Gemma layers, one forward pass (prefill: the heads of a KV group share each pass).
 TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
   UBATCH_REQUIRE_REFERENCE();
-  const std::string model = test::reference_path(std::string("models/") + GetParam() + ".gguf");
+  const std::string model = level_model_path(GetParam());
   ASSERT_TRUE(std::filesystem::exists(model)) << model;
   std::string tokens;
   for (int i = 0; i < 70; ++i) {
@@ -76,7 +85,8 @@ TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
   const std::vector<std::string> levels = levels_here();
   if (levels.size() < 2) GTEST_SKIP() << "only the scalar level runs on this CPU";
   const std::string out = (std::filesystem::temp_directory_path() /
-                           ("ubatch_levels_" + std::to_string(getpid()) + "_" + GetParam() + ".f32"))
+                           ("ubatch_levels_" + std::to_string(getpid()) + "_" +
+                            std::filesystem::path(GetParam()).filename().string() + ".f32"))
                               .string();
   for (const char* kv : {"f16", "q8_0"}) {
     std::vector<uint8_t> first;
@@ -104,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, LevelsLogits, ::testing::ValuesIn(kModels),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            for (char& c : name)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '/') c = '_';
                            return name;
                          });
 

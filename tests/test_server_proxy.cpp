@@ -372,10 +372,14 @@ TEST_F(ServerBehindProxy, HaproxyShortServerTimeoutAStreamWithALongPromptComplet
 TEST_F(ServerBehindProxy, ADeadlinePassingAfterTheHeadIsAnErrorEventThenDone) {
   // The running stream may end at any token (end-of-sequence not ignored), so the admission
   // estimate cannot refuse the request behind it: it waits, and its deadline passes.
+  // Long enough on any machine: no speculation (greedy text repeats, and accepted drafts ran
+  // 800 tokens in 2.4 s here, before the queued request's deadline) and room for 4000 tokens;
+  // closing the connection at the end cancels it.
   RawConnection running(port());
   ASSERT_TRUE(running.send_post("/v1/completions", json{{"prompt", "Once upon a time"},
-                                                        {"max_tokens", 800},
+                                                        {"max_tokens", 4000},
                                                         {"temperature", 0},
+                                                        {"speculative", false},
                                                         {"stream", true}}
                                                        .dump()));
   const Clock::time_point s0 = Clock::now();

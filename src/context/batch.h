@@ -15,6 +15,10 @@ struct Batch {
   std::vector<std::vector<int32_t>> seq_ids;  // [n_tokens] one or more seq_ids (the first computes; the others get a copy of its K/V)
   std::vector<uint8_t> logits;                // [n_tokens] 1 = return this row's logits
   std::vector<uint8_t> embd;                  // [n_tokens] or empty: 1 = return this row's final hidden state
+  // [n_tokens] or empty: 1 = keep the recurrent state as it stands after this row, so that the
+  // sequence can be cut back to just after it (KvCache::seq_rm / seq_rollback; models with
+  // recurrent layers only, ignored otherwise).
+  std::vector<uint8_t> checkpoint;
 
   int32_t n_tokens() const { return static_cast<int32_t>(token.size()); }
   void add(int32_t id, int32_t p, std::initializer_list<int32_t> seqs, bool want_logits, bool want_embd = false) {
@@ -24,6 +28,12 @@ struct Batch {
     logits.push_back(want_logits ? 1 : 0);
     if (want_embd && embd.size() + 1 < token.size()) embd.resize(token.size() - 1, 0);
     if (want_embd || !embd.empty()) embd.push_back(want_embd ? 1 : 0);
+    if (!checkpoint.empty()) checkpoint.push_back(0);
+  }
+  // Flags the last added row as a checkpoint (see `checkpoint`).
+  void mark_checkpoint() {
+    checkpoint.resize(token.size(), 0);
+    if (!checkpoint.empty()) checkpoint.back() = 1;
   }
   void add(int32_t id, int32_t p, int32_t seq, bool want_logits, bool want_embd = false) {
     add(id, p, {seq}, want_logits, want_embd);
@@ -34,6 +44,7 @@ struct Batch {
     seq_ids.clear();
     logits.clear();
     embd.clear();
+    checkpoint.clear();
   }
 };
 

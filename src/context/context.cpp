@@ -27,7 +27,15 @@ uint64_t available_memory_bytes() {
 uint64_t kv_bytes_per_token(const HParams& hp, TensorType kv_type) {
   const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(kv_type));
   if (!tr) return 0;
-  return static_cast<uint64_t>(hp.n_layer) * ((hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) / tr->block_size) * tr->type_size;
+  // Layers with a KV history (all of them when no layer plan was read, as for a bare HParams).
+  const uint64_t n_kv_layer = hp.kv_layer.empty() ? static_cast<uint64_t>(hp.n_layer) : static_cast<uint64_t>(hp.n_kv_layer);
+  return n_kv_layer * ((hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) / tr->block_size) * tr->type_size;
+}
+
+uint64_t state_bytes_per_sequence(const HParams& hp) {
+  uint64_t floats = 0;
+  for (int il = 0; il < hp.n_layer && size_t(il) < hp.layer_mixer.size(); ++il) floats += hp.state_floats(il);
+  return floats * sizeof(float);
 }
 
 int32_t auto_kv_cells(int64_t sequences, int32_t n_ctx_train, uint64_t bytes_per_token,
@@ -53,7 +61,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   const HParams& hp = ctx->model_->hparams();
 
   KvCacheConfig kc;
-  kc.n_layer = hp.n_layer;
+  kc.n_layer = hp.n_kv_layer;
   kc.n_embd_k = hp.n_embd_k_gqa();
   kc.n_embd_v = hp.n_embd_v_gqa();
   kc.block_size = params.kv_block_size;
@@ -64,9 +72,14 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   kc.rope_style = hp.rope_style;
   kc.rope_freq_scale = hp.rope_freq_scale;
   for (int il = 0; il < hp.n_layer; ++il) {
+    if (hp.kv_layer[il] < 0) continue;  // recurrent layers keep no K/V
     kc.rope_base.push_back(hp.layer_is_swa[il] ? hp.rope_base_swa : hp.rope_base);
     kc.rope_freq_scale_layer.push_back(hp.layer_is_swa[il] ? hp.rope_freq_scale_swa : hp.rope_freq_scale);
     kc.rope_layer.push_back(hp.layer_use_rope[il] ? 1 : 0);
+  }
+  if (hp.has_recurrent()) {
+    for (int il = 0; il < hp.n_layer; ++il) kc.state_layer_floats.push_back(hp.state_floats(il));
+    kc.snapshot_budget_bytes = params.state_snapshot_bytes;
   }
   kc.n_cells = params.n_ctx;
   const uint64_t per_token = kv_bytes_per_token(hp, kc.type);
@@ -103,8 +116,9 @@ DecodeResult Context::validate(const Batch& b) const {
   if (n <= 0) return invalid("decode: empty batch");
   if (n > params_.n_batch) return invalid(fmt::format("decode: batch of {} tokens exceeds n_batch {}", n, params_.n_batch));
   if (b.pos.size() != size_t(n) || b.seq_ids.size() != size_t(n) || b.logits.size() != size_t(n) ||
-      (!b.embd.empty() && b.embd.size() != size_t(n)))
+      (!b.embd.empty() && b.embd.size() != size_t(n)) || (!b.checkpoint.empty() && b.checkpoint.size() != size_t(n)))
     return invalid("decode: batch arrays differ in length");
+  const bool recurrent = kv_->has_state();
   const int32_t n_vocab = model_->hparams().n_vocab;
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> next;  // seq -> (next pos, tokens)
   std::unordered_set<int32_t> copy_targets;                       // seqs filled by copies
@@ -112,6 +126,9 @@ DecodeResult Context::validate(const Batch& b) const {
     if (b.token[t] < 0 || b.token[t] >= n_vocab)
       return invalid(fmt::format("decode: token id {} at row {} outside the vocabulary [0, {})", b.token[t], t, n_vocab));
     if (b.seq_ids[t].empty()) return invalid(fmt::format("decode: row {} has no seq_id", t));
+    if (recurrent && b.seq_ids[t].size() > 1)
+      return invalid(fmt::format("decode: row {} is shared into {} sequences; a model with recurrent layers computes "
+                                 "each sequence's state itself (use seq_cp after the shared prefix)", t, b.seq_ids[t].size()));
     for (size_t k = 1; k < b.seq_ids[t].size(); ++k)
       for (size_t j = 0; j < k; ++j)
         if (b.seq_ids[t][j] == b.seq_ids[t][k]) return invalid(fmt::format("decode: row {} lists seq {} twice", t, b.seq_ids[t][k]));
@@ -125,6 +142,9 @@ DecodeResult Context::validate(const Batch& b) const {
       auto it = next.find(s);
       if (it == next.end()) {
         const int32_t pmax = kv_->seq_pos_max(s);
+        if (recurrent && pmax < 0 && b.pos[t] != 0)
+          return invalid(fmt::format("decode: row {} starts seq {} at pos {}; with recurrent layers a sequence starts at 0",
+                                     t, s, b.pos[t]));
         it = next.emplace(s, std::make_pair(pmax < 0 ? b.pos[t] : pmax + 1, 0)).first;
       }
       if (b.pos[t] < 0 || b.pos[t] != it->second.first)
@@ -171,7 +191,8 @@ DecodeResult Context::decode(const Batch& b) {
   for (int32_t start = 0; start < n; start += params_.n_ubatch) {
     const int32_t len = std::min(params_.n_ubatch, n - start);
     KvView view;
-    Status s = kv_->place(&b.token[start], &b.pos[start], &primary[start], len, view);
+    Status s = kv_->place(&b.token[start], &b.pos[start], &primary[start], len, view, &state_view_,
+                          b.checkpoint.empty() ? nullptr : &b.checkpoint[start]);
     UBATCH_CHECK_MSG(s.is_ok(), s.message().c_str());  // validated above: cannot fail
     std::vector<int32_t> src_cell(view.write_cell, view.write_cell + len);
     UBatch ub;
@@ -187,7 +208,7 @@ DecodeResult Context::decode(const Batch& b) {
     int32_t first_embd = -1;
     for (int32_t t = start; t < start + len && first_embd < 0; ++t) first_embd = embd_row_[t];
     float* embd_out = first_embd >= 0 ? embd_.data() + static_cast<size_t>(first_embd) * n_embd : nullptr;
-    s = model_->forward(ub, view, out, *pool_, embd_out);
+    s = model_->forward(ub, view, state_view_, out, *pool_, embd_out);
     UBATCH_CHECK_MSG(s.is_ok(), s.message().c_str());
     // Rows shared into further sequences: give each a cell holding a copy of the K/V.
     for (int32_t t = start; t < start + len; ++t) {

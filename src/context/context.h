@@ -30,6 +30,9 @@ struct ContextParams {
   // Most positions one sequence may reach (0: min(KV cells, the model's training context)).
   // Only LongRoPE models read it (short or long factors, as the format's reference chooses).
   int32_t n_ctx_seq = 0;
+  // Models with recurrent layers: bytes of recurrent-state snapshots kept for prefix reuse
+  // (KvCache's prefix snapshots; least-recently-used beyond it).
+  uint64_t state_snapshot_bytes = uint64_t{256} << 20;
 };
 
 // Return codes of decode(), as the field's C APIs use them: 0 ok, 1 no KV room for the
@@ -90,6 +93,7 @@ class Context {
   std::vector<int32_t> output_row_;  // [n_tokens of last batch] row in logits_ or -1
   std::vector<float> embd_;          // [n_embd_rows, n_embd]
   std::vector<int32_t> embd_row_;    // [n_tokens of last batch] row in embd_ or -1
+  StateView state_view_;             // recurrent state of the ubatch being run
   ContextPerf perf_;
 };
 
@@ -100,6 +104,10 @@ uint64_t available_memory_bytes();
 // kv_type (e.g. Gemma 3 270M, F16: 18 layers x (256 + 256) x 2 = 18,432). 0 if kv_type is
 // not a tensor type.
 uint64_t kv_bytes_per_token(const HParams& hp, TensorType kv_type);
+
+// Bytes of recurrent state one sequence keeps, all recurrent layers together (F32; 0 for a
+// model without recurrent layers).
+uint64_t state_bytes_per_sequence(const HParams& hp);
 
 // Share of available memory an automatically sized KV cache may take at most.
 constexpr double kAutoKvMemoryShare = 0.25;

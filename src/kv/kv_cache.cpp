@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <fmt/format.h>
+#include <unordered_set>
 #include <xxhash.h>
 
 #include "kernels/quant.h"
@@ -52,6 +53,43 @@ KvCache::KvCache(const KvCacheConfig& config) : cfg_(config) {
   lru_pos_.resize(n_blocks_);
   in_lru_.assign(n_blocks_, 0);
   for (int32_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(b);
+  state_offset_.assign(cfg_.state_layer_floats.size(), 0);
+  for (size_t il = 0; il < cfg_.state_layer_floats.size(); ++il) {
+    state_offset_[il] = state_floats_;
+    state_floats_ += cfg_.state_layer_floats[il];
+  }
+}
+
+// ---- recurrent state ----
+
+KvCache::StateBuf KvCache::new_state(bool zero) {
+  if (zero) return std::make_shared<float[]>(state_floats_);  // value-initialised: zeros
+  return StateBuf(new float[state_floats_]);
+}
+
+const KvCache::StateBuf* KvCache::find_checkpoint(const Sequence& s, int32_t pos) const {
+  for (const auto& [p, buf] : s.checkpoints)
+    if (p == pos) return &buf;
+  return nullptr;
+}
+
+bool KvCache::restore_before(Sequence& s, int32_t p0) {
+  const StateBuf* cp = find_checkpoint(s, p0 - 1);
+  if (!cp) return false;
+  if (!s.state || s.state.use_count() > 1) s.state = new_state(false);
+  std::copy(cp->get(), cp->get() + state_floats_, s.state.get());
+  std::erase_if(s.checkpoints, [p0](const auto& c) { return c.first >= p0; });
+  s.last_snapshot = std::min<int32_t>(s.last_snapshot, p0);
+  return true;
+}
+
+void KvCache::trim_snapshots(uint64_t keep_free) {
+  const uint64_t bytes = state_floats_ * sizeof(float);
+  while (!snapshot_lru_.empty() && snapshots_.size() * bytes + keep_free > cfg_.snapshot_budget_bytes) {
+    snapshots_.erase(snapshot_lru_.front());
+    snapshot_lru_.pop_front();
+    ++snapshot_evictions_;
+  }
 }
 
 size_t KvCache::storage_bytes() const {
@@ -208,6 +246,7 @@ bool KvCache::seq_rm(int32_t seq_id, int32_t p0, int32_t p1) {
     remove_seq(seq_id);
     return true;
   }
+  if (has_state() && !restore_before(s, cell_pos_[s.cells[i0]])) return false;
   const int32_t bs = cfg_.block_size;
   const int32_t keep_blocks = (i0 + bs - 1) / bs;
   for (size_t bi = keep_blocks; bi < s.blocks.size(); ++bi) release_block(s.blocks[bi]);
@@ -229,6 +268,7 @@ int32_t KvCache::seq_rollback(int32_t seq_id, int32_t p0) {
   int32_t i0 = n;  // first cell to remove (positions increase along the table)
   while (i0 > 0 && cell_pos_[s.cells[i0 - 1]] >= p0) --i0;
   if (i0 == n) return 0;
+  if (has_state() && i0 > 0 && !find_checkpoint(s, cell_pos_[s.cells[i0 - 1]])) return -1;
   const int32_t bs = cfg_.block_size;
   const int32_t keep_blocks = (i0 + bs - 1) / bs;
   int32_t freed = 0;
@@ -251,6 +291,11 @@ void KvCache::seq_cp(int32_t src, int32_t dst) {
   if (it == seqs_.end()) return;
   Sequence copy = it->second;
   for (int32_t b : copy.blocks) retain_block(b);
+  if (copy.state) {  // the live state is the sequence's own; checkpoints stay shared (read-only)
+    StateBuf own = new_state(false);
+    std::copy(copy.state.get(), copy.state.get() + state_floats_, own.get());
+    copy.state = std::move(own);
+  }
   seqs_.emplace(dst, std::move(copy));
 }
 
@@ -266,6 +311,7 @@ void KvCache::clear() {
 bool KvCache::seq_shift(int32_t seq_id, int32_t p0, int32_t p1, int32_t delta) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end() || delta == 0) return true;
+  if (has_state()) return false;  // a recurrent state has no positions to shift
   Sequence& s = it->second;
   if (p1 < 0) p1 = INT32_MAX;
   const int32_t n = static_cast<int32_t>(s.cells.size());
@@ -336,6 +382,8 @@ int32_t KvCache::seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t
   const int32_t limit = std::min(n_tokens, max_tokens);
   Sequence s;
   uint64_t prev = 0x9E3779B97F4A7C15ull;
+  int32_t n_with_state = 0;  // blocks up to the last one with a snapshot (recurrent state)
+  const Snapshot* snap = nullptr;
   for (int32_t bi = 0; (bi + 1) * bs <= limit; ++bi) {
     const uint64_t h = chain_hash(prev, tokens + int64_t{bi} * bs, bs);
     auto it = by_key_.find(h);
@@ -351,6 +399,23 @@ int32_t KvCache::seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t
     for (int32_t j = 0; j < bs; ++j) s.cells.push_back(b * bs + j);
     s.hashes.push_back(h);
     prev = h;
+    if (has_state())
+      if (auto sn = snapshots_.find(h); sn != snapshots_.end()) {
+        n_with_state = bi + 1;
+        snap = &sn->second;
+      }
+  }
+  if (has_state()) {  // only a prefix whose state is known can be resumed
+    for (size_t bi = static_cast<size_t>(n_with_state); bi < s.blocks.size(); ++bi) release_block(s.blocks[bi]);
+    s.blocks.resize(static_cast<size_t>(n_with_state));
+    s.cells.resize(static_cast<size_t>(n_with_state) * bs);
+    s.hashes.resize(static_cast<size_t>(n_with_state));
+    if (snap) {
+      s.state = new_state(false);
+      std::copy(snap->state.get(), snap->state.get() + state_floats_, s.state.get());
+      snapshot_lru_.splice(snapshot_lru_.end(), snapshot_lru_, snap->lru);
+      s.last_snapshot = n_with_state * bs;
+    }
   }
   const int32_t reused = static_cast<int32_t>(s.cells.size());
   if (reused > 0) {
@@ -376,7 +441,7 @@ int32_t KvCache::blocks_needed(int32_t seq_id, int32_t n) const {
 }
 
 Status KvCache::place(const int32_t* token, const int32_t* pos, const int32_t* seq_id,
-                      int32_t n_tokens, KvView& view) {
+                      int32_t n_tokens, KvView& view, StateView* state, const uint8_t* checkpoint) {
   if (n_tokens <= 0) return Status::error("kv: empty ubatch");
   // Validate positions and count blocks before touching anything.
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> next;  // seq -> (next pos, count)
@@ -387,6 +452,9 @@ Status KvCache::place(const int32_t* token, const int32_t* pos, const int32_t* s
     if (it == next.end()) {
       const int32_t pmax = seq_pos_max(id);
       const int32_t expect = pmax < 0 ? pos[t] : pmax + 1;  // an empty sequence may start anywhere >= 0
+      if (has_state() && pmax < 0 && pos[t] != 0)
+        return Status::error(fmt::format("kv: token {} starts seq {} at pos {}: a sequence with recurrent state starts at 0",
+                                         t, id, pos[t]));
       it = next.emplace(id, std::make_pair(expect, 0)).first;
     }
     if (pos[t] < 0 || pos[t] != it->second.first)
@@ -429,6 +497,10 @@ Status KvCache::place(const int32_t* token, const int32_t* pos, const int32_t* s
     if ((i + 1) % bs == 0) seal_full_block(s, i / bs);
   }
   for (int32_t t = 0; t < n_tokens; ++t) cells_ptr_[t] = seqs_.at(seq_id[t]).cells.data();
+  if (has_state()) {
+    UBATCH_CHECK_MSG(state != nullptr, "kv: a model with recurrent layers places without a StateView");
+    place_state(pos, seq_id, n_tokens, *state, checkpoint);
+  }
 
   view.type = cfg_.type;
   view.layers.resize(cfg_.n_layer);
@@ -445,6 +517,68 @@ Status KvCache::place(const int32_t* token, const int32_t* pos, const int32_t* s
   return Status::ok();
 }
 
+void KvCache::place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_tokens, StateView& view,
+                          const uint8_t* checkpoint) {
+  const int32_t bs = cfg_.block_size;
+  view.state_floats = state_floats_;
+  view.layer_offset = state_offset_;
+  view.seq_state.clear();
+  view.seq_rows.clear();
+  view.checkpoint.assign(static_cast<size_t>(n_tokens), nullptr);
+  std::unordered_map<int32_t, int32_t> index;  // seq_id -> its index in the view
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    auto [it, inserted] = index.try_emplace(seq_id[t], static_cast<int32_t>(view.seq_rows.size()));
+    if (inserted) view.seq_rows.emplace_back();
+    view.seq_rows[static_cast<size_t>(it->second)].push_back(t);
+  }
+  view.seq_state.resize(view.seq_rows.size());
+  for (const auto& [id, k] : index) {
+    Sequence& s = seqs_.at(id);
+    const std::vector<int32_t>& rows = view.seq_rows[static_cast<size_t>(k)];
+    const int32_t first_pos = pos[rows.front()];
+    if (!s.state) s.state = new_state(true);  // a new sequence (starts at pos 0, checked)
+    if (s.state.use_count() > 1) {            // shared with a checkpoint: write a copy
+      StateBuf own = new_state(false);
+      std::copy(s.state.get(), s.state.get() + state_floats_, own.get());
+      s.state = std::move(own);
+    }
+    view.seq_state[static_cast<size_t>(k)] = s.state.get();
+    std::erase_if(s.checkpoints, [first_pos](const auto& c) { return c.first < first_pos - 1; });
+    // Checkpoints asked for.
+    if (checkpoint)
+      for (int32_t t : rows)
+        if (checkpoint[t]) {
+          StateBuf buf = new_state(false);
+          view.checkpoint[static_cast<size_t>(t)] = buf.get();
+          s.checkpoints.emplace_back(pos[t], std::move(buf));
+        }
+    // A prefix snapshot at the last block boundary these rows reach, when the sequence's
+    // blocks are keyed: a prefill chunk always, decode steps every snapshot_interval tokens.
+    const int32_t n_after = static_cast<int32_t>(s.cells.size());
+    const int32_t boundary = n_after / bs * bs;
+    const int32_t n_before = n_after - static_cast<int32_t>(rows.size());
+    if (boundary <= n_before || boundary == 0 || static_cast<int32_t>(s.hashes.size()) < boundary / bs) continue;
+    if (rows.size() < 2 && boundary - s.last_snapshot < cfg_.snapshot_interval) continue;
+    const uint64_t key = s.hashes[static_cast<size_t>(boundary / bs - 1)];
+    s.last_snapshot = boundary;
+    if (auto sn = snapshots_.find(key); sn != snapshots_.end()) {
+      snapshot_lru_.splice(snapshot_lru_.end(), snapshot_lru_, sn->second.lru);
+      continue;
+    }
+    const uint64_t bytes = state_floats_ * sizeof(float);
+    if (bytes > cfg_.snapshot_budget_bytes) continue;
+    trim_snapshots(bytes);
+    const int32_t t = rows[static_cast<size_t>(boundary - 1 - n_before)];
+    StateBuf buf;
+    for (auto& [p, cp] : s.checkpoints)
+      if (p == pos[t]) buf = cp;  // the same token is also a checkpoint: one copy serves both
+    if (!buf) buf = new_state(false);
+    view.checkpoint[static_cast<size_t>(t)] = buf.get();
+    snapshot_lru_.push_back(key);
+    snapshots_.emplace(key, Snapshot{std::move(buf), std::prev(snapshot_lru_.end())});
+  }
+}
+
 KvStats KvCache::stats() const {
   KvStats st;
   st.n_blocks = n_blocks_;
@@ -455,6 +589,18 @@ KvStats KvCache::stats() const {
   st.prefix_queries = prefix_queries_;
   st.prefix_hits = prefix_hits_;
   st.evictions = evictions_;
+  if (has_state()) {
+    const uint64_t bytes = state_floats_ * sizeof(float);
+    std::unordered_set<const float*> checkpoints;
+    for (const auto& [id, q] : seqs_) {
+      if (q.state) st.state_bytes += bytes;
+      for (const auto& [p, buf] : q.checkpoints) checkpoints.insert(buf.get());
+    }
+    st.checkpoint_bytes = checkpoints.size() * bytes;
+    st.n_snapshots = static_cast<int32_t>(snapshots_.size());
+    st.snapshot_bytes = snapshots_.size() * bytes;
+    st.snapshot_evictions = snapshot_evictions_;
+  }
   return st;
 }
 

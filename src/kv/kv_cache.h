@@ -1,5 +1,23 @@
-// Paged KV cache: fixed-size blocks of token cells holding K and V for every layer,
-// per-sequence block tables, reference counts, copy-on-write, and a prefix cache.
+// The memory manager of a context: the paged KV cache of the attention layers — fixed-size blocks
+// of token cells holding K and V for every attention layer, per-sequence block tables, reference
+// counts, copy-on-write, and a prefix cache — and, for models with recurrent layers (Gated
+// DeltaNet, short convolution), one recurrent-state slot per sequence, checkpoints and prefix
+// snapshots of it. The bookkeeping (block tables, reference counts, prefix hashes, checkpoints,
+// snapshots) is this class's; K/V live in per-layer cell arrays and state in reference-counted
+// float buffers (StateBuf) that the bookkeeping only points at.
+//
+// Recurrent state: a sequence's state is the fold of all its tokens, so it cannot be cut back by
+// dropping cells. What can be returned to is kept as copies:
+//   - checkpoints: the state after a token the caller flagged at placement (place()'s
+//     `checkpoint`; the scheduler flags the rows of a speculative verification and the
+//     second-to-last prompt token of a request with n > 1 samples). seq_rm / seq_rollback to
+//     position p restore the checkpoint after p − 1 and fail (cache unchanged) without one.
+//     A placement drops the sequence's checkpoints before its first new position − 1.
+//   - prefix snapshots: the state at a full block's end, keyed like the block (its chained hash),
+//     taken at the last block boundary each placement reaches in a sequence (at most one per
+//     snapshot_interval tokens in decode) within a byte budget, evicted least-recently-used. A
+//     prefix is reused only up to a block whose snapshot exists.
+//   - seq_cp copies the state (and shares the checkpoints); seq_shift is refused.
 //
 // Storage per layer: K and V arrays of [n_blocks * block_size, n_embd_{k,v}] elements of
 // `type` (F16 by default; F32 or Q8_0). Cell c = block * block_size + slot. A sequence's
@@ -50,6 +68,11 @@ struct KvCacheConfig {
   std::vector<float> rope_freq_scale_layer;  // [n_layer] overrides rope_freq_scale when given
   std::vector<uint8_t> rope_layer;           // [n_layer] 0: the layer has no RoPE (NoPE); empty: all rotate
   std::vector<float> rope_freq_factors;      // [n_rot / 2] frequency divisors (rope_freqs, LongRoPE); empty: none
+  // Recurrent state: floats each model layer keeps per sequence ([n_model_layers], 0 for
+  // attention layers); empty: no recurrent layers.
+  std::vector<size_t> state_layer_floats;
+  uint64_t snapshot_budget_bytes = uint64_t{256} << 20;  // prefix snapshots kept at most
+  int32_t snapshot_interval = 256;  // tokens between a sequence's snapshots in decode steps
 };
 
 struct KvStats {
@@ -61,6 +84,12 @@ struct KvStats {
   uint64_t prefix_queries = 0;  // prompt tokens looked up (seq_reuse_prefix)
   uint64_t prefix_hits = 0;     // prompt tokens served from cached blocks
   uint64_t evictions = 0;       // cached blocks evicted
+  // Recurrent state (zero for models without it).
+  uint64_t state_bytes = 0;       // live per-sequence states
+  uint64_t checkpoint_bytes = 0;  // checkpoints held by sequences
+  uint64_t snapshot_bytes = 0;    // prefix snapshots
+  int32_t n_snapshots = 0;
+  uint64_t snapshot_evictions = 0;
   double hit_rate() const { return prefix_queries ? double(prefix_hits) / double(prefix_queries) : 0.0; }
 };
 
@@ -76,6 +105,9 @@ class KvCache {
   int64_t n_cells() const { return int64_t{n_blocks_} * cfg_.block_size; }
   // Bytes of K and V storage.
   size_t storage_bytes() const;
+  // Whether sequences carry recurrent state, and its size per sequence in floats.
+  bool has_state() const { return state_floats_ > 0; }
+  size_t state_floats() const { return state_floats_; }
   // Blocks a new allocation could take now (free + evictable cached).
   int32_t n_blocks_available() const;
 
@@ -88,13 +120,15 @@ class KvCache {
 
   // Removes the cells of seq_id with pos in [p0, p1) (p1 < 0: to the end). Only a suffix
   // of the sequence (or all of it) can be removed: returns false, changing nothing, when
-  // cells outside the range follow it.
+  // cells outside the range follow it, or when the sequence has recurrent state and no
+  // checkpoint after p0 − 1.
   bool seq_rm(int32_t seq_id, int32_t p0, int32_t p1);
   // Rollback of a speculative tail: removes the cells of seq_id with pos >= p0, like
   // seq_rm(seq_id, p0, -1), except that the blocks it frees do not stay in the prefix cache
   // (their keys are dropped): they held draft tokens that verification rejected, a token
   // history no sequence has. A kept, partly filled last block loses its key as with seq_rm
-  // (or is copied on the next write while shared). Returns the number of blocks freed.
+  // (or is copied on the next write while shared). Returns the number of blocks freed, or
+  // -1 (nothing changed) when the sequence has recurrent state and no checkpoint after p0 − 1.
   int32_t seq_rollback(int32_t seq_id, int32_t p0);
   // Makes dst a copy of src sharing all its blocks (dst's previous content is removed).
   void seq_cp(int32_t src, int32_t dst);
@@ -102,7 +136,8 @@ class KvCache {
   void seq_keep(int32_t seq_id);
   // Adds delta to the positions of seq_id's cells with pos in [p0, p1) (p1 < 0: to the end)
   // and re-rotates their keys; shared blocks are copied first. Positions stay increasing
-  // (false, nothing changed, if the shift would make them collide or go negative).
+  // (false, nothing changed, if the shift would make them collide or go negative, or if the
+  // sequences carry recurrent state, which no position shift can re-derive).
   bool seq_shift(int32_t seq_id, int32_t p0, int32_t p1, int32_t delta);
   // The RoPE frequency divisors seq_shift rotates with ([n_rot / 2]; empty: none), set by the
   // context once it knows its per-sequence size (LongRoPE chooses its factors by it).
@@ -112,7 +147,8 @@ class KvCache {
   // ---- prefix cache ----
   // For an empty seq_id about to receive `tokens` from position 0: attaches the longest
   // run of cached full blocks matching tokens[0 .. max_tokens) and returns how many tokens
-  // that covers (a multiple of block_size, possibly 0). Counts queries and hits.
+  // that covers (a multiple of block_size, possibly 0). Counts queries and hits. With recurrent
+  // state: only up to the last matched block with a snapshot, whose state the sequence takes.
   int32_t seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t n_tokens, int32_t max_tokens);
 
   // ---- placement (place before compute) ----
@@ -125,8 +161,12 @@ class KvCache {
   // (pos == seq_pos_max + 1). Errors, with the cache unchanged: bad seq_id/pos, or not
   // enough blocks (message starts with "kv: out of blocks").
   // The arrays in the view stay valid until the next call that changes the cache.
+  // With recurrent state, also fills `state` (model/ubatch.h): every sequence's state slot
+  // (zeros for a new one, which must start at pos 0), its rows, and where the forward pass
+  // copies the state after the rows flagged in `checkpoint` ([n_tokens] or nullptr) and
+  // after the block boundaries that take a prefix snapshot.
   Status place(const int32_t* token, const int32_t* pos, const int32_t* seq_id, int32_t n_tokens,
-               KvView& view);
+               KvView& view, StateView* state = nullptr, const uint8_t* checkpoint = nullptr);
 
   // Copies the K/V rows (every layer) of cell `from` to cell `to`.
   void copy_cell(int32_t from, int32_t to);
@@ -137,11 +177,19 @@ class KvCache {
   void check_invariants() const;
 
  private:
+  using StateBuf = std::shared_ptr<float[]>;
   struct Sequence {
     std::vector<int32_t> blocks;  // block table
     std::vector<int32_t> cells;   // [n_tokens] cell of each logical index (expanded table)
     std::vector<uint64_t> hashes; // chained key of each full block (when hashable)
     bool hashable = true;         // started at position 0 and never shifted
+    StateBuf state;               // [state_floats] recurrent state after the last cell (has_state())
+    std::vector<std::pair<int32_t, StateBuf>> checkpoints;  // (pos, state after the token at pos)
+    int32_t last_snapshot = 0;    // tokens covered by the sequence's latest prefix snapshot
+  };
+  struct Snapshot {
+    StateBuf state;
+    std::list<uint64_t>::iterator lru;
   };
   explicit KvCache(const KvCacheConfig& config);
 
@@ -153,6 +201,12 @@ class KvCache {
   void remove_seq(int32_t seq_id);
   void seal_full_block(Sequence& s, int32_t block_index);
   static uint64_t chain_hash(uint64_t prev, const int32_t* tokens, int32_t n);
+  StateBuf new_state(bool zero);
+  const StateBuf* find_checkpoint(const Sequence& s, int32_t pos) const;
+  bool restore_before(Sequence& s, int32_t p0);  // the state after p0 − 1, or false
+  void place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_tokens, StateView& view,
+                   const uint8_t* checkpoint);
+  void trim_snapshots(uint64_t keep_free);
 
   KvCacheConfig cfg_;
   int32_t n_blocks_ = 0;
@@ -179,6 +233,13 @@ class KvCache {
   std::unordered_map<uint64_t, int32_t> by_key_;
   std::unordered_map<int32_t, Sequence> seqs_;
   uint64_t prefix_queries_ = 0, prefix_hits_ = 0, evictions_ = 0;
+
+  // Recurrent state bookkeeping.
+  size_t state_floats_ = 0;
+  std::vector<size_t> state_offset_;  // [n_model_layers]
+  std::unordered_map<uint64_t, Snapshot> snapshots_;
+  std::list<uint64_t> snapshot_lru_;  // least recent first
+  uint64_t snapshot_evictions_ = 0;
 
   // Placement scratch for the view.
   std::vector<int32_t> write_cell_, n_visible_;

@@ -79,6 +79,34 @@ const std::vector<ArchSpec>& arch_table() {
       a.nope_layer_step = 4;
       t.push_back(a);
     }
+    {  // Qwen3.5 (text): three Gated DeltaNet layers to one gated full-attention layer; partial
+       // NeoX RoPE (M-RoPE sections, text positions), per-head QK-norm, the pre-FFN norm stored
+       // as post_attention_norm. MTP/NextN layers (nextn_predict_layers) are refused by key.
+      ArchSpec a;
+      a.name = "qwen35";
+      a.rope_style = RopeStyle::NeoX;
+      a.qk_norm = true;
+      a.layer_pattern = LayerPattern::FullAttentionInterval;
+      a.attention_kind = MixerKind::GatedAttention;
+      a.recurrent_kind = MixerKind::GatedDeltaNet;
+      a.rope_sections = true;
+      a.ffn_norm_name = "post_attention_norm";
+      a.extra_keys = {"full_attention_interval", "rope.dimension_sections", "ssm.conv_kernel", "ssm.state_size",
+                      "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size"};
+      t.push_back(a);
+    }
+    {  // LFM2: gated short convolutions and GQA attention layers, marked by a per-layer
+       // head_count_kv (0 = convolution); per-head QK-norm; the final norm is token_embd_norm.
+      ArchSpec a;
+      a.name = "lfm2";
+      a.rope_style = RopeStyle::NeoX;
+      a.qk_norm = true;
+      a.layer_pattern = LayerPattern::KvHeadArray;
+      a.recurrent_kind = MixerKind::ShortConv;
+      a.output_norm_name = "token_embd_norm";
+      a.extra_keys = {"shortconv.l_cache"};
+      t.push_back(a);
+    }
     return t;
   }();
   return table;
@@ -90,6 +118,16 @@ const ArchSpec* find_arch(std::string_view arch) {
   for (const ArchSpec& a : arch_table())
     if (a.name == arch) return &a;
   return nullptr;
+}
+
+std::string_view mixer_kind_name(MixerKind k) {
+  switch (k) {
+    case MixerKind::Attention: return "attention";
+    case MixerKind::GatedAttention: return "gated_attention";
+    case MixerKind::GatedDeltaNet: return "gated_deltanet";
+    case MixerKind::ShortConv: return "shortconv";
+  }
+  return "?";
 }
 
 std::string supported_archs() {

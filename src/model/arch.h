@@ -10,6 +10,7 @@
 // (Hugging Face 2025).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,6 +21,26 @@
 namespace ubatch {
 
 enum class FfnActivation { SiLU, GeluTanh };
+
+// The sequence mixer of one layer (model/block.h builds each from its kind).
+enum class MixerKind : uint8_t {
+  Attention,       // softmax attention over the layer's KV cache (all dense architectures)
+  GatedAttention,  // attention whose output is multiplied by sigmoid(gate), the gate rows fused
+                   // into attn_q per head (Qwen3.5)
+  GatedDeltaNet,   // linear attention with the gated delta rule (Yang et al. 2025; Qwen3.5)
+  ShortConv,       // gated short causal convolution (LFM2)
+};
+// "attention", "gated_attention", "gated_deltanet", "shortconv".
+std::string_view mixer_kind_name(MixerKind k);
+// Whether a mixer keeps a fixed-size per-sequence state instead of a KV history.
+inline bool is_recurrent(MixerKind k) { return k == MixerKind::GatedDeltaNet || k == MixerKind::ShortConv; }
+
+// How a file says which layers attend and which are recurrent.
+enum class LayerPattern : uint8_t {
+  AllAttention,           // every layer attends
+  FullAttentionInterval,  // `<arch>.full_attention_interval` n: layer il attends iff (il + 1) % n == 0
+  KvHeadArray,            // `<arch>.attention.head_count_kv` is a per-layer array; 0 marks a recurrent layer
+};
 
 // What an architecture's forward pass does differently from LLaMA's.
 struct ArchSpec {
@@ -38,6 +59,13 @@ struct ArchSpec {
   bool swa_own_rope_base = false;          // SWA layers use `rope.freq_base_swa` (default 10000; Gemma 3)
   int nope_layer_step = 0;                 // > 0: layer il has no RoPE iff (il + 1) % step == 0 (SmolLM3: 4)
   bool gemma2_attn_scale = false;          // query scale 1/sqrt(n_embd / n_head) for the 46-layer (27B) model
+  // Hybrid architectures: which layers are recurrent, and with which mixers.
+  LayerPattern layer_pattern = LayerPattern::AllAttention;
+  MixerKind attention_kind = MixerKind::Attention;  // mixer of the attention layers
+  MixerKind recurrent_kind = MixerKind::Attention;  // mixer of the recurrent layers (hybrids only)
+  bool rope_sections = false;              // reads M-RoPE's `rope.dimension_sections` (text positions only)
+  std::string_view ffn_norm_name = "ffn_norm";        // the pre-FFN norm (Qwen3.5: post_attention_norm)
+  std::string_view output_norm_name = "output_norm";  // the final norm (LFM2: token_embd_norm)
   // Metadata keys under `<arch>.` this architecture reads beyond the common ones (arch.cpp).
   std::vector<std::string_view> extra_keys;
   // Keys under `<arch>.` known to appear in real files and deliberately not applied, each with

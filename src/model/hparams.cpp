@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <utility>
 
 namespace ubatch {
 
@@ -93,6 +94,84 @@ Status apply_architecture(const gguf::File& f, const ArchSpec& spec, HParams& hp
   return Status::ok();
 }
 
+// Which layers attend and which are recurrent, the recurrent mixers' sizes, and M-RoPE sections.
+Status read_layer_plan(const gguf::File& f, const ArchSpec& spec, const std::vector<int64_t>& kv_heads_per_layer,
+                       HParams& hp) {
+  const std::string& a = hp.arch;
+  Status s;
+  hp.ffn_norm_name = std::string(spec.ffn_norm_name);
+  hp.output_norm_name = std::string(spec.output_norm_name);
+  hp.layer_mixer.assign(hp.n_layer, spec.attention_kind);
+  switch (spec.layer_pattern) {
+    case LayerPattern::AllAttention: break;
+    case LayerPattern::FullAttentionInterval: {
+      int32_t interval = 0;
+      if (!(s = read_int(f, a, "full_attention_interval", interval, true))) return s;
+      if (interval <= 0) return Status::error(fmt::format("model: {}.full_attention_interval must be > 0", a));
+      for (int il = 0; il < hp.n_layer; ++il)
+        if ((il + 1) % interval != 0) hp.layer_mixer[il] = spec.recurrent_kind;
+      break;
+    }
+    case LayerPattern::KvHeadArray:
+      if (!kv_heads_per_layer.empty()) {
+        if (static_cast<int64_t>(kv_heads_per_layer.size()) != hp.n_layer)
+          return Status::error(fmt::format("model: {}.attention.head_count_kv names {} layers but block_count is {}", a,
+                                           kv_heads_per_layer.size(), hp.n_layer));
+        for (int il = 0; il < hp.n_layer; ++il)
+          if (kv_heads_per_layer[il] == 0) hp.layer_mixer[il] = spec.recurrent_kind;
+      }
+      break;
+  }
+  hp.kv_layer.assign(hp.n_layer, -1);
+  hp.n_kv_layer = 0;
+  bool any_deltanet = false, any_shortconv = false;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    if (!is_recurrent(hp.layer_mixer[il])) hp.kv_layer[il] = hp.n_kv_layer++;
+    any_deltanet |= hp.layer_mixer[il] == MixerKind::GatedDeltaNet;
+    any_shortconv |= hp.layer_mixer[il] == MixerKind::ShortConv;
+  }
+  if (spec.recurrent_kind == MixerKind::GatedDeltaNet) {
+    for (auto [key, out] : {std::pair{"ssm.conv_kernel", &hp.ssm_conv_kernel}, {"ssm.state_size", &hp.ssm_state_size},
+                            {"ssm.group_count", &hp.ssm_group_count}, {"ssm.time_step_rank", &hp.ssm_time_step_rank},
+                            {"ssm.inner_size", &hp.ssm_inner_size}})
+      if (!(s = read_int(f, a, key, *out, any_deltanet))) return s;
+    if (any_deltanet) {
+      if (hp.ssm_conv_kernel < 1 || hp.ssm_conv_kernel > 64)
+        return Status::error(fmt::format("model: {}.ssm.conv_kernel {} outside [1, 64]", a, hp.ssm_conv_kernel));
+      if (hp.ssm_state_size < 1 || hp.ssm_state_size > 1024 || hp.ssm_group_count < 1 || hp.ssm_time_step_rank < 1)
+        return Status::error(fmt::format("model: {}: ssm.state_size, group_count and time_step_rank must be > 0 "
+                                         "(state_size at most 1024)", a));
+      if (hp.ssm_time_step_rank % hp.ssm_group_count != 0)
+        return Status::error(fmt::format("model: {}.ssm.time_step_rank {} (value heads) is not a multiple of "
+                                         "ssm.group_count {} (key heads)", a, hp.ssm_time_step_rank, hp.ssm_group_count));
+      if (int64_t{hp.ssm_time_step_rank} * hp.ssm_state_size != hp.ssm_inner_size)
+        return Status::error(fmt::format("model: {}.ssm.inner_size {} is not time_step_rank {} x state_size {}", a,
+                                         hp.ssm_inner_size, hp.ssm_time_step_rank, hp.ssm_state_size));
+    }
+  }
+  if (spec.recurrent_kind == MixerKind::ShortConv) {
+    if (!(s = read_int(f, a, "shortconv.l_cache", hp.shortconv_l_cache, any_shortconv))) return s;
+    if (any_shortconv && (hp.shortconv_l_cache < 1 || hp.shortconv_l_cache > 64))
+      return Status::error(fmt::format("model: {}.shortconv.l_cache {} outside [1, 64]", a, hp.shortconv_l_cache));
+  }
+  if (spec.rope_sections) {
+    std::optional<std::vector<int64_t>> sec = f.get_int_array(a + ".rope.dimension_sections");
+    if (!sec) return Status::error(fmt::format("model: missing metadata key '{}.rope.dimension_sections' (an integer array)", a));
+    int64_t sum = 0;
+    for (int64_t v : *sec) {
+      if (v < 0 || v > hp.n_rot) return Status::error(fmt::format("model: {}.rope.dimension_sections has a bad entry {}", a, v));
+      sum += v;
+      hp.rope_sections.push_back(static_cast<int32_t>(v));
+    }
+    // Text tokens take the same position on every M-RoPE axis, so the sections only matter
+    // in that together they must cover the rotated pairs: then it is plain RoPE.
+    if (sum != hp.n_rot / 2)
+      return Status::error(fmt::format("model: {}.rope.dimension_sections sum to {} pairs but rope.dimension_count {} "
+                                       "rotates {}", a, sum, hp.n_rot, hp.n_rot / 2));
+  }
+  return Status::ok();
+}
+
 // Strict metadata: every `<arch>.` key must be one ubatch reads or one it knows to be harmless.
 Status check_arch_keys(const gguf::File& f, const ArchSpec& spec, HParams& hp) {
   const std::string prefix = hp.arch + ".";
@@ -123,6 +202,18 @@ Status check_arch_keys(const gguf::File& f, const ArchSpec& spec, HParams& hp) {
 
 }  // namespace
 
+size_t HParams::state_floats(int il) const {
+  switch (layer_mixer[il]) {
+    case MixerKind::GatedDeltaNet:
+      return static_cast<size_t>(ssm_conv_kernel - 1) * ssm_conv_channels() +
+             static_cast<size_t>(ssm_time_step_rank) * ssm_state_size * ssm_state_size;
+    case MixerKind::ShortConv: return static_cast<size_t>(shortconv_l_cache - 1) * n_embd;
+    default: return 0;
+  }
+}
+
+bool HParams::has_recurrent() const { return n_kv_layer < n_layer; }
+
 Result<HParams> HParams::from_gguf(const gguf::File& f) {
   HParams hp;
   std::optional<std::string_view> arch = f.get_string("general.architecture");
@@ -139,7 +230,25 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
   if (!(s = read_int(f, a, "feed_forward_length", hp.n_ff, true))) return s;
   if (!(s = read_int(f, a, "attention.head_count", hp.n_head, true))) return s;
   hp.n_kv_head = hp.n_head;
-  if (!(s = read_int(f, a, "attention.head_count_kv", hp.n_kv_head, false))) return s;
+  std::vector<int64_t> kv_heads_per_layer;  // LayerPattern::KvHeadArray
+  if (std::optional<std::vector<int64_t>> arr = f.get_int_array(a + ".attention.head_count_kv");
+      arr && spec->layer_pattern == LayerPattern::KvHeadArray) {
+    kv_heads_per_layer = *arr;
+    int64_t common = 0;
+    for (int64_t v : kv_heads_per_layer) {
+      if (v < 0 || v > (int64_t{1} << 20))
+        return Status::error(fmt::format("model: {}.attention.head_count_kv has an out-of-range entry {}", a, v));
+      if (v == 0) continue;
+      if (common != 0 && v != common)
+        return Status::error(fmt::format("model: {}.attention.head_count_kv mixes {} and {} KV heads across layers "
+                                         "(one KV width for every attention layer is supported)", a, common, v));
+      common = v;
+    }
+    if (common == 0) return Status::error(fmt::format("model: {}.attention.head_count_kv marks no attention layer", a));
+    hp.n_kv_head = static_cast<int32_t>(common);
+  } else if (!(s = read_int(f, a, "attention.head_count_kv", hp.n_kv_head, false))) {
+    return s;
+  }
   if (!(s = read_int(f, a, "context_length", hp.n_ctx_train, false))) return s;
   if (!(s = read_float(f, a, "attention.layer_norm_rms_epsilon", hp.rms_eps))) return s;
   if (!(s = read_float(f, a, "rope.freq_base", hp.rope_base))) return s;
@@ -196,6 +305,7 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
         spec->long_rope ? ", longrope" : ""));
   }
   if (!(s = apply_architecture(f, *spec, hp))) return s;
+  if (!(s = read_layer_plan(f, *spec, kv_heads_per_layer, hp))) return s;
   if (!(s = check_arch_keys(f, *spec, hp))) return s;
   return hp;
 }

@@ -56,6 +56,23 @@ struct HParams {
   bool fused_gate_up = false;      // ffn_up holds gate | up (Phi-3)
   bool long_rope = false;          // rope_factors_short / rope_factors_long tensors (Phi-3)
   FfnActivation ffn_act = FfnActivation::SiLU;
+  std::string ffn_norm_name = "ffn_norm";        // tensor blk.N.<name>.weight of the pre-FFN norm
+  std::string output_norm_name = "output_norm";  // tensor <name>.weight of the final norm
+
+  // Layers: the mixer of each, and where the attention layers keep K/V.
+  std::vector<MixerKind> layer_mixer;  // [n_layer]
+  std::vector<int32_t> kv_layer;       // [n_layer] index among the KV cache's layers, -1 for recurrent layers
+  int32_t n_kv_layer = 0;              // layers with a KV history
+  // Gated DeltaNet (Qwen3.5: `<arch>.ssm.*`).
+  int32_t ssm_conv_kernel = 0;   // ssm.conv_kernel: taps of the causal convolution over q | k | v
+  int32_t ssm_state_size = 0;    // ssm.state_size: head size of q, k and v (d_k = d_v)
+  int32_t ssm_group_count = 0;   // ssm.group_count: key (and query) heads
+  int32_t ssm_time_step_rank = 0;  // ssm.time_step_rank: value heads (each with its own decay and β)
+  int32_t ssm_inner_size = 0;    // ssm.inner_size: value heads × state_size
+  // Short convolution (LFM2: `<arch>.shortconv.l_cache`): taps of the causal convolution.
+  int32_t shortconv_l_cache = 0;
+  std::vector<int32_t> rope_sections;  // rope.dimension_sections (M-RoPE), when the file has it
+
   // Keys present in the file that are known and deliberately not applied, with the reason
   // (shown by `ubatch info` and logged at load).
   std::vector<std::string> ignored_keys;
@@ -63,6 +80,14 @@ struct HParams {
   int32_t n_embd_k_gqa() const { return n_kv_head * head_dim_k; }  // K row per token
   int32_t n_embd_v_gqa() const { return n_kv_head * head_dim_v; }  // V row per token
   int32_t n_embd_q() const { return n_head * head_dim_k; }
+  // Gated DeltaNet widths: q and k of every key head, and the convolved channels q | k | v.
+  int32_t ssm_qk_dim() const { return ssm_group_count * ssm_state_size; }
+  int32_t ssm_conv_channels() const { return 2 * ssm_qk_dim() + ssm_inner_size; }
+  // Floats of recurrent state layer il keeps per sequence (0 for attention layers):
+  // Gated DeltaNet (conv_kernel − 1) × conv channels + value heads × state_size²;
+  // short convolution (l_cache − 1) × n_embd.
+  size_t state_floats(int il) const;
+  bool has_recurrent() const;
 
   // Reads general.architecture and the keys above. Strict: every `<arch>.*` key of the file
   // is either read, or listed as harmless (arch.h), or refused by name — a key that may change

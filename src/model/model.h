@@ -1,20 +1,19 @@
-// A decoder-only transformer loaded from a GGUF file, and its forward pass over a ubatch.
+// A decoder-only model loaded from a GGUF file, and its forward pass over a ubatch.
+//
+// The forward pass is a list of layers, each built from named blocks (model/block.h) chosen by
+// data — the file's layer pattern (HParams::layer_mixer):
+//   x = embed(tokens) [× sqrt(n_embd)]
+//   per layer: x = x + [post_norm](mixer(rms(x) · attn_norm))      attention, gated attention,
+//                                                                   Gated DeltaNet, short conv
+//              x = x + [post_norm](ffn(rms(x) · ffn_norm))          dense gated FFN
+//   logits = [softcap](W_out · norm(x)), only for rows with UBatch::output set.
+// Attention layers keep K/V in the paged KV cache (KvView); recurrent layers keep a fixed-size
+// state per sequence (StateView), both prepared by the memory manager (kv/kv_cache.h).
 //
 // Quantized matrices are repacked at load into the kernels' panel layout
 // (kernels/packed_weight.h, about the file's size) and the file pages they came from are
 // released; norms and other vectors stay in the file mapping. The Model keeps the gguf::File
-// alive. The
-// forward pass is one code path for every architecture (HParams holds the differences):
-//   x = embed(tokens) [× sqrt(n_embd)]
-//   per layer: q, k, v = Wq·n(x) [+ bq], Wk·n(x) [+ bk], Wv·n(x) [+ bv]   (or one fused Wqkv)
-//              q, k = [per-head RMSNorm] then rope(·) [unless a NoPE layer]
-//              h = x + [post_norm](Wo · attn(q, k, v) [+ bo])       (softcap, sliding window)
-//              x = h + [post_norm](W_down · (act(W_gate·n(h)) ⊙ W_up·n(h)))   (or fused gate|up)
-//   logits = [softcap](W_out · norm(x)), only for rows with UBatch::output set.
-// RoPE angles may carry per-pair frequency divisors (Llama 3's rope_freqs, Phi-3's LongRoPE
-// short/long factors chosen by UBatch::n_ctx_seq) and an attention factor on cos and sin.
-//
-// Loading is strict: every tensor of the file is bound to a use, or load() fails naming it.
+// alive. Loading is strict: every tensor of the file is bound to a use, or load() fails naming it.
 // Thread-compatibility: one thread at a time calls forward(); kernels use the thread pool.
 #pragma once
 
@@ -28,26 +27,20 @@
 #include "kernels/matmul.h"
 #include "kernels/packed_weight.h"
 #include "kernels/thread_pool.h"
+#include "model/block.h"
 #include "model/hparams.h"
 #include "model/ubatch.h"
 
 namespace ubatch {
 
-struct LayerWeights {
-  const float* attn_norm = nullptr;      // [n_embd]
-  kernels::WeightView wq, wk, wv, wo;    // [n_embd_q, n_embd], [n_embd_k_gqa, n_embd], …, [n_embd, n_embd_q]
-                                         // (row slices of attn_qkv when fused)
-  const float* bq = nullptr;             // [n_embd_q] bias of Q, when the file has one (Qwen2)
-  const float* bk = nullptr;             // [n_embd_k_gqa]
-  const float* bv = nullptr;             // [n_embd_v_gqa]
-  const float* bo = nullptr;             // [n_embd]
-  const float* q_norm = nullptr;         // [head_dim_k] (qk_norm)
-  const float* k_norm = nullptr;         // [head_dim_k] (qk_norm)
-  const float* post_attn_norm = nullptr; // [n_embd] (post_norms)
-  const float* ffn_norm = nullptr;       // [n_embd]
-  kernels::WeightView w_gate, w_up, w_down;  // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
-                                             // (gate, up: row slices of ffn_up when fused)
-  const float* post_ffn_norm = nullptr;  // [n_embd] (post_norms)
+// One layer: its mixer and feed-forward blocks and the norms around them.
+struct Layer {
+  const float* attn_norm = nullptr;        // [n_embd] the mixer's input norm
+  std::unique_ptr<Block> mixer;
+  const float* post_mixer_norm = nullptr;  // [n_embd] (post_norms)
+  const float* ffn_norm = nullptr;         // [n_embd] the FFN's input norm (HParams::ffn_norm_name)
+  std::unique_ptr<Block> ffn;
+  const float* post_ffn_norm = nullptr;    // [n_embd] (post_norms)
 };
 
 class Model {
@@ -81,13 +74,15 @@ class Model {
   const float* rope_factors(int32_t n_ctx_seq) const;
 
   // Runs the ubatch. Every token's K/V row is written into its KV cell before attention of
-  // the same layer. logits: [n_outputs, n_vocab] f32 for the rows with output set, in
+  // the same layer; recurrent layers update each sequence's state in `state` token by token (and
+  // copy it to the checkpoints asked for). A model with recurrent layers needs a state for every
+  // sequence of the ubatch. logits: [n_outputs, n_vocab] f32 for the rows with output set, in
   // ubatch order. embd: [n_embd_rows, n_embd] f32, the final normalised hidden state of the
   // rows with UBatch::embd set, in ubatch order (may be nullptr when no row has it). Each
   // row is computed from its own residual stream only, so it does not depend on the other
   // rows of the ubatch. Errors (nothing written): token id out of range, n_tokens <= 0.
-  Status forward(const UBatch& ub, const KvView& kv, float* logits, kernels::ThreadPool& pool,
-                 float* embd = nullptr);
+  Status forward(const UBatch& ub, const KvView& kv, const StateView& state, float* logits,
+                 kernels::ThreadPool& pool, float* embd = nullptr);
 
  private:
   Model() = default;
@@ -101,7 +96,7 @@ class Model {
   kernels::WeightView tok_embd_;  // [n_vocab, n_embd]
   const float* output_norm_ = nullptr;
   kernels::WeightView output_;    // [n_vocab, n_embd] (tok_embd_ when tied)
-  std::vector<LayerWeights> layers_;
+  std::vector<Layer> layers_;
   const float* rope_freqs_ = nullptr;          // [n_rot / 2] Llama 3.1+ frequency divisors
   const float* rope_factors_short_ = nullptr;  // [n_rot / 2] LongRoPE, context <= n_ctx_orig
   const float* rope_factors_long_ = nullptr;   // [n_rot / 2] LongRoPE, longer contexts
@@ -112,9 +107,9 @@ class Model {
   std::vector<std::unique_ptr<kernels::PackedWeight>> packed_;  // owners of the views' packed
 
   // Scratch reused across calls, sized for the largest ubatch seen.
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_, out_rows_;
-  std::vector<float> attn_scratch_;  // [n_threads, max cells]
+  std::vector<float> x_, xn_, tmp_;
   std::vector<float> rope_cos_[2], rope_sin_[2];  // [T, n_rot / 2] per base (global, SWA)
+  Scratch scratch_;
 };
 
 }  // namespace ubatch

@@ -53,3 +53,26 @@ struct KvView {
 };
 
 }  // namespace ubatch
+
+namespace ubatch {
+
+// The recurrent state of the ubatch's sequences, prepared by the memory manager (kv/kv_cache.h)
+// beside the KvView, for models with recurrent layers (Gated DeltaNet, short convolution); empty
+// (n_seqs 0) otherwise. A sequence's state is one float array holding every recurrent layer's
+// part at layer_offset[il]; the forward pass reads and updates it in place, token by token in
+// position order.
+//   seq_state[s]          the state of the ubatch's s-th sequence ([state_floats] floats)
+//   seq_rows[s]           its rows in the ubatch, in position order
+//   checkpoint[t]         nullptr, or where to copy the whole state as it stands after row t
+//                         ([state_floats] floats): a snapshot the manager restores to return to
+//                         that token (prefix cache, rollback of rejected drafts); empty: none
+struct StateView {
+  size_t state_floats = 0;
+  std::vector<size_t> layer_offset;  // [n_layer] floats into a sequence's state (recurrent layers)
+  std::vector<float*> seq_state;
+  std::vector<std::vector<int32_t>> seq_rows;
+  std::vector<float*> checkpoint;    // [n_tokens] or empty
+  int32_t n_seqs() const { return static_cast<int32_t>(seq_state.size()); }
+};
+
+}  // namespace ubatch

@@ -63,6 +63,12 @@ struct MetricsSnapshot {
   int64_t kv_block_size = 0;
   int64_t kv_peak_blocks_used = 0;
   double prefix_hit_rate = 0;
+  // Recurrent state (models with recurrent layers; 0 otherwise), bytes: the sequences' live
+  // states, their checkpoints, and the prefix snapshots (count too).
+  int64_t state_bytes = 0;
+  int64_t state_checkpoint_bytes = 0;
+  int64_t state_snapshot_bytes = 0;
+  int64_t state_snapshots = 0;
   // Distributions.
   Histogram ttft, tpot, queue_time, e2e;
   StepCost step_cost;               // the scheduler's step-time model now (step_time_model.h)

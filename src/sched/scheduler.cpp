@@ -312,11 +312,16 @@ bool Scheduler::admit(Seq& s) {
   s.n_computed = 0;
   const Seq& leader = *s.req->seqs[0];
   int32_t reused = 0;
+  bool forked = false;
   if (&leader != &s && leader.seq_id >= 0 && leader.n_computed >= s.n_prompt - 1 && s.n_prompt > 1) {
     kv.seq_cp(leader.seq_id, s.seq_id);
-    kv.seq_rm(s.seq_id, s.n_prompt - 1, -1);  // recompute the last prompt token for this sample's logits
-    reused = kv.seq_n_tokens(s.seq_id);
-  } else if (s.pooling() != Pooling::Mean && s.pooling() != Pooling::Cls) {  // those need every row they pool
+    // Recompute the last prompt token for this sample's logits. A recurrent state goes back
+    // only to a checkpoint (the leader keeps one there); without it, start from the prefix cache.
+    forked = kv.seq_rm(s.seq_id, s.n_prompt - 1, -1);
+    if (forked) reused = kv.seq_n_tokens(s.seq_id);
+    else kv.seq_rm(s.seq_id, 0, -1);
+  }
+  if (!forked && s.pooling() != Pooling::Mean && s.pooling() != Pooling::Cls) {  // those need every row they pool
     const int32_t n = static_cast<int32_t>(s.tokens.size());
     reused = kv.seq_reuse_prefix(s.seq_id, s.tokens.data(), n, n - 1);
     if (s.index == 0 && !s.admitted_once) s.req->usage.cached_tokens = std::min(reused, s.n_prompt);
@@ -746,15 +751,22 @@ bool Scheduler::step() {
       n_tokens += e.n_tokens;
       continue;
     }
+    // Checkpoints (models with recurrent state; ignored otherwise) where the sequence may be cut
+    // back to: before each draft (a rejected draft rolls back to just after the row before
+    // it), and after the prompt's second-to-last token when other samples fork from it.
+    const bool forked_from = s.index == 0 && s.req->seqs.size() > 1;
     for (int32_t i = s.n_computed; i < s.n_computed + e.n_tokens; ++i) {
       const bool last = i + 1 == n_seq_tokens;
       batch.add(s.tokens[i], i, s.seq_id, last);
+      if ((!e.draft.empty() && i + 1 == s.n_computed + e.n_tokens) || (forked_from && i == s.n_prompt - 2))
+        batch.mark_checkpoint();
       if (last) add_row(e.draft.empty() ? -1 : e.draft[0]);
     }
     // Draft tokens follow the sequence's last token, each with a logits row to verify the next.
     const auto n_draft = static_cast<int32_t>(e.draft.size());
     for (int32_t j = 0; j < n_draft; ++j) {
       batch.add(e.draft[j], s.n_computed + e.n_tokens + j, s.seq_id, true);
+      if (j + 1 < n_draft) batch.mark_checkpoint();
       add_row(j + 1 < n_draft ? e.draft[j + 1] : -1);
     }
     n_tokens += e.n_tokens + n_draft;
@@ -815,7 +827,10 @@ bool Scheduler::step() {
     const auto n_draft = static_cast<int32_t>(e.draft.size());
     int32_t accepted = 0;
     while (accepted < n_draft && rows[first_row[k] + static_cast<size_t>(accepted)].token == e.draft[accepted]) ++accepted;
-    if (accepted < n_draft) kv.seq_rollback(s.seq_id, to + accepted);
+    if (accepted < n_draft) {
+      const int32_t freed = kv.seq_rollback(s.seq_id, to + accepted);
+      UBATCH_CHECK_MSG(freed >= 0, "scheduler: no checkpoint to roll a recurrent state back to");  // marked above
+    }
     s.n_computed = to + accepted;
     s.acceptance.add(accepted, n_draft, kSeqDecay);
     accept_by_match_[static_cast<size_t>(std::min(e.n_match, cfg_.spec_ngram))].add(accepted, n_draft, kGlobalDecay);
@@ -1043,6 +1058,10 @@ void Scheduler::update_gauges() {
   metrics_.kv_blocks_total = st.n_blocks;
   metrics_.kv_peak_blocks_used = std::max<int64_t>(metrics_.kv_peak_blocks_used, st.n_blocks_used);
   metrics_.prefix_hit_rate = st.hit_rate();
+  metrics_.state_bytes = static_cast<int64_t>(st.state_bytes);
+  metrics_.state_checkpoint_bytes = static_cast<int64_t>(st.checkpoint_bytes);
+  metrics_.state_snapshot_bytes = static_cast<int64_t>(st.snapshot_bytes);
+  metrics_.state_snapshots = st.n_snapshots;
 }
 
 void Scheduler::note_rejected(SubmitError::Code cause) {

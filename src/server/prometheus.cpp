@@ -235,6 +235,14 @@ std::string render_prometheus(const std::vector<ModelMetrics>& models, const Ser
            [&](const Snapshot& m) { return i64(m.kv_block_size); });
   e.family("ubatch_kv_peak_blocks_used", "gauge", "most KV blocks used at once",
            [&](const Snapshot& m) { return i64(m.kv_peak_blocks_used); });
+  e.family("ubatch_state_bytes", "gauge", "bytes of the sequences' recurrent state (hybrid models)",
+           [&](const Snapshot& m) { return i64(m.state_bytes); });
+  e.family("ubatch_state_checkpoint_bytes", "gauge", "bytes of recurrent-state checkpoints held for rollback",
+           [&](const Snapshot& m) { return i64(m.state_checkpoint_bytes); });
+  e.family("ubatch_state_snapshot_bytes", "gauge", "bytes of recurrent-state snapshots kept for prefix reuse",
+           [&](const Snapshot& m) { return i64(m.state_snapshot_bytes); });
+  e.family("ubatch_state_snapshots", "gauge", "recurrent-state snapshots kept for prefix reuse",
+           [&](const Snapshot& m) { return i64(m.state_snapshots); });
   e.family("ubatch_kv_usage_ratio", "gauge", "KV blocks used / total", [&](const Snapshot& m) {
     return m.kv_blocks_total ? i64(m.kv_blocks_used) / i64(m.kv_blocks_total) : 0.0;
   });

@@ -130,6 +130,9 @@ Result<server::ModelInfo> probe_model(const ModelFile& file, const ModelOptions&
   const TensorType kv = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
   info.memory_bytes = 2 * info.file_bytes +
                       static_cast<uint64_t>(context_cells(o, hp.value())) * kv_bytes_per_token(hp.value(), kv);
+  // Hybrid models: every parallel sequence's recurrent state, and the prefix snapshots' budget.
+  if (const uint64_t state = state_bytes_per_sequence(hp.value()); state > 0)
+    info.memory_bytes += static_cast<uint64_t>(std::max<int64_t>(o.ctx_sequences, 1)) * state + ContextParams{}.state_snapshot_bytes;
   return info;
 }
 

@@ -1,0 +1,141 @@
+// Gated DeltaNet (Yang, Kautz, Hatamizadeh: "Gated Delta Networks: Improving Mamba2 with Delta
+// Rule", ICLR 2025) as Qwen3.5 stores it (layout: ../shared/reference/README.md, hybrid section):
+//   qkv = attn_qkv · x                         rows q (key heads × d) | k (key heads × d) | v (value heads × d)
+//   qkv = silu(causal depthwise conv(qkv))     ssm_conv1d [channels, conv_kernel], state = previous inputs
+//   q, k = L2-normalised per head; q × 1/√d
+//   β = sigmoid(ssm_beta · x);  g = softplus(ssm_alpha · x + ssm_dt.bias) · ssm_a   (ssm_a = −exp(A_log))
+//   per value head h (key head h mod key heads), S [d, d]:  S ← e^g S;  S ← S + k (β (v − Sᵀk))ᵀ;  o = Sᵀq
+//   y = ssm_out · (rms(o_h) · ssm_norm · silu(z_h) per head),  z = attn_gate · x
+// The state of a sequence, per layer: the convolution's last conv_kernel − 1 inputs, then every
+// value head's S. Tokens of a sequence run one at a time in position order (prefill and decode
+// alike), so a sequence's result does not depend on the batch it runs in.
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "kernels/ops.h"
+#include "kernels/recurrent.h"
+#include "model/block_kinds.h"
+
+namespace ubatch {
+
+namespace {
+
+class DeltaNetBlock final : public Block {
+ public:
+  std::string_view kind() const override { return "gated_deltanet"; }
+
+  Status bind(Binder& b, const HParams& hp, int il) override {
+    auto name = [il](const char* n, const char* k = "weight") { return fmt::format("blk.{}.{}.{}", il, n, k); };
+    const int64_t E = hp.n_embd, C = hp.ssm_conv_channels(), Hv = hp.ssm_time_step_rank;
+    Status s;
+    if (!(s = b.matrix(name("attn_qkv"), E, C, w_qkv_))) return s;
+    if (!(s = b.matrix(name("attn_gate"), E, hp.ssm_inner_size, w_z_))) return s;
+    if (!(s = b.matrix(name("ssm_beta"), E, Hv, w_beta_))) return s;
+    if (!(s = b.matrix(name("ssm_alpha"), E, Hv, w_alpha_))) return s;
+    if (!(s = b.f32_matrix(name("ssm_conv1d"), hp.ssm_conv_kernel, C, conv_))) return s;
+    if (!(s = b.vector(name("ssm_dt", "bias"), Hv, dt_bias_))) return s;
+    if (!(s = b.vector(fmt::format("blk.{}.ssm_a", il), Hv, a_))) return s;
+    if (!(s = b.vector(name("ssm_norm"), hp.ssm_state_size, norm_))) return s;
+    return b.matrix(name("ssm_out"), hp.ssm_inner_size, E, w_out_);
+  }
+
+  void matrices(std::vector<kernels::WeightView*>& out) override {
+    out.insert(out.end(), {&w_qkv_, &w_z_, &w_beta_, &w_alpha_, &w_out_});
+  }
+
+  void forward(ForwardPass& fp, int il) override {
+    const HParams& hp = fp.hp;
+    const StateView& st = fp.state;
+    const int64_t T = fp.T, C = hp.ssm_conv_channels(), I = hp.ssm_inner_size;
+    const int Hk = hp.ssm_group_count, Hv = hp.ssm_time_step_rank, d = hp.ssm_state_size, K = hp.ssm_conv_kernel;
+    const int64_t QK = hp.ssm_qk_dim();
+    float* qkv = fp.scratch.get(Scratch::kProj0, T * C);   // [T, q | k | v]
+    float* z = fp.scratch.get(Scratch::kProj1, T * I);     // [T, value heads × d]
+    float* beta = fp.scratch.get(Scratch::kProj2, T * Hv);  // [T, value heads]
+    float* alpha = fp.scratch.get(Scratch::kProj3, T * Hv); // [T, value heads]
+    float* o = fp.scratch.get(Scratch::kRec0, T * I);       // [T, value heads × d]
+    {
+      const kernels::WeightView* ws[4] = {&w_qkv_, &w_z_, &w_beta_, &w_alpha_};
+      float* ys[4] = {qkv, z, beta, alpha};
+      kernels::matmul_multi(ws, ys, 4, fp.xn, T, fp.pool);
+    }
+    const size_t off = st.layer_offset[static_cast<size_t>(il)];
+    const size_t conv_floats = static_cast<size_t>(K - 1) * C;
+    const size_t head_floats = static_cast<size_t>(d) * d;
+    const float q_scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const int n_seqs = st.n_seqs();
+
+    // Phase 1, per sequence in token order: convolution (with its state), SiLU, L2 norms, and
+    // the per-head decay and β. Sequences run in parallel.
+    fp.pool.run([&](int ith, int nth) {
+      for (int s = ith; s < n_seqs; s += nth) {
+        float* conv_state = st.seq_state[static_cast<size_t>(s)] + off;
+        for (int32_t t : st.seq_rows[static_cast<size_t>(s)]) {
+          float* row = qkv + int64_t{t} * C;
+          kernels::conv1d_step(row, conv_state, conv_, row, C, K);
+          kernels::silu(row, row, C);
+          for (int h = 0; h < Hk; ++h) {
+            kernels::l2_normalize(row + int64_t{h} * d, d, hp.rms_eps);
+            kernels::l2_normalize(row + QK + int64_t{h} * d, d, hp.rms_eps);
+            kernels::scale(row + int64_t{h} * d, q_scale, row + int64_t{h} * d, d);
+          }
+          for (int h = 0; h < Hv; ++h) {
+            float& b = beta[int64_t{t} * Hv + h];
+            float& g = alpha[int64_t{t} * Hv + h];
+            b = kernels::sigmoid(b);
+            g = std::exp(kernels::softplus(g + dt_bias_[h]) * a_[h]);  // the decay e^g
+          }
+          if (!st.checkpoint.empty() && st.checkpoint[static_cast<size_t>(t)])
+            std::memcpy(st.checkpoint[static_cast<size_t>(t)] + off, conv_state, conv_floats * sizeof(float));
+        }
+      }
+    });
+    // Phase 2, per (sequence, value head) in token order: the delta rule.
+    const int64_t n_tasks = int64_t{n_seqs} * Hv;
+    fp.pool.run([&](int ith, int nth) {
+      for (int64_t task = ith; task < n_tasks; task += nth) {
+        const int s = static_cast<int>(task / Hv), h = static_cast<int>(task % Hv), kh = h % Hk;
+        const size_t s_off = off + conv_floats + static_cast<size_t>(h) * head_floats;
+        float* S = st.seq_state[static_cast<size_t>(s)] + s_off;
+        for (int32_t t : st.seq_rows[static_cast<size_t>(s)]) {
+          const float* row = qkv + int64_t{t} * C;
+          kernels::delta_rule_step(S, row + int64_t{kh} * d, row + QK + int64_t{kh} * d, row + 2 * QK + int64_t{h} * d,
+                                   alpha[int64_t{t} * Hv + h], beta[int64_t{t} * Hv + h], o + int64_t{t} * I + int64_t{h} * d,
+                                   d, d);
+          if (!st.checkpoint.empty() && st.checkpoint[static_cast<size_t>(t)])
+            std::memcpy(st.checkpoint[static_cast<size_t>(t)] + s_off, S, head_floats * sizeof(float));
+        }
+      }
+    });
+    // Gated RMSNorm per head, then the output projection.
+    fp.per_token([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int h = 0; h < Hv; ++h) {
+          float* oh = o + t * I + int64_t{h} * d;
+          float* zh = z + t * I + int64_t{h} * d;
+          kernels::rms_norm(oh, norm_, oh, d, hp.rms_eps);
+          kernels::silu(zh, zh, d);
+          kernels::mul(oh, zh, oh, d);
+        }
+    });
+    kernels::matmul(w_out_, o, T, fp.out, fp.pool);
+  }
+
+ private:
+  kernels::WeightView w_qkv_;    // [conv channels, n_embd]
+  kernels::WeightView w_z_;      // [inner, n_embd] (attn_gate)
+  kernels::WeightView w_beta_;   // [value heads, n_embd]
+  kernels::WeightView w_alpha_;  // [value heads, n_embd]
+  kernels::WeightView w_out_;    // [n_embd, inner]
+  const float* conv_ = nullptr;     // [conv channels, conv_kernel]
+  const float* dt_bias_ = nullptr;  // [value heads]
+  const float* a_ = nullptr;        // [value heads] −exp(A_log)
+  const float* norm_ = nullptr;     // [state_size] shared by the heads
+};
+
+}  // namespace
+
+std::unique_ptr<Block> make_deltanet_block() { return std::make_unique<DeltaNetBlock>(); }
+
+}  // namespace ubatch

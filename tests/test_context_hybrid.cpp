@@ -1,0 +1,437 @@
+// The hybrid recurrent architectures of ../shared/reference/hybrid/manifest-hybrid.json (qwen35:
+// Gated DeltaNet + gated attention; lfm2: short convolutions + GQA attention): logits parity
+// with the reference under its rule (every row, argmax, greedy16); one mutation test per
+// feature; strict loading of malformed variants; and the recurrent state through the memory
+// manager's features — batch invariance, seq_cp, checkpoints and rollback, prefix snapshots —
+// each giving exactly the logits of a fresh sequence.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "context/context.h"
+#include "gguf/gguf_writer.h"
+#include "gguf_rewrite.h"
+#include "reference_rule.h"
+#include "support.h"
+
+namespace ubatch {
+namespace {
+
+using gguf::Writer;
+
+std::shared_ptr<const gguf::File> hy_open(const std::string& path) {
+  Result<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  EXPECT_TRUE(f.is_ok()) << f.message();
+  return f ? std::shared_ptr<const gguf::File>(std::move(f.value())) : nullptr;
+}
+
+std::shared_ptr<const gguf::File> hy_model_file(const std::string& name) {
+  return hy_open(test::reference_path("hybrid/models/" + name + ".gguf"));
+}
+
+std::unique_ptr<Context> hy_context(std::shared_ptr<const gguf::File> file, int32_t n_ctx, int32_t n_ubatch,
+                                    int n_threads = 2, std::string* error = nullptr, int32_t block_size = 16) {
+  Result<std::unique_ptr<Model>> m = Model::load(std::move(file));
+  if (!m) {
+    if (error) *error = m.message();
+    return nullptr;
+  }
+  ContextParams p;
+  p.n_ctx = n_ctx;
+  p.n_batch = 512;
+  p.n_ubatch = n_ubatch;
+  p.n_threads = n_threads;
+  p.kv_block_size = block_size;
+  Result<std::unique_ptr<Context>> c = Context::create(std::shared_ptr<Model>(std::move(m.value())), p);
+  EXPECT_TRUE(c.is_ok()) << c.message();
+  return c ? std::move(c.value()) : nullptr;
+}
+
+// The manifest, with every logits path made relative to reference/ (they are relative to hybrid/).
+nlohmann::json hy_manifest() {
+  std::vector<uint8_t> bytes = test::read_file(test::reference_path("hybrid/manifest-hybrid.json"));
+  nlohmann::json man = nlohmann::json::parse(bytes.begin(), bytes.end());
+  for (auto& model : man["models"])
+    for (auto& c : model["cases"]) c["logits"] = "hybrid/" + c["logits"].get<std::string>();
+  return man;
+}
+
+TEST(HybridReferenceLogits, EveryModelEveryCaseEveryRow) {
+  UBATCH_REQUIRE_REFERENCE();
+  nlohmann::json man = hy_manifest();
+  int n_entries = 0;
+  for (const auto& model : man["models"]) {
+    const std::string file = model["file"];
+    const double tol = model["tolerance"];
+    const int32_t n_ctx = model["n_ctx"];
+    SCOPED_TRACE(file);
+    std::unique_ptr<Context> ctx = hy_context(hy_open(test::reference_path("hybrid/" + file)), n_ctx, 512);
+    ASSERT_TRUE(ctx);
+    ++n_entries;
+    double worst = 0;
+    int case_index = 0;
+    for (const auto& c : model["cases"]) {
+      SCOPED_TRACE("case " + std::to_string(case_index++));
+      worst = std::max(worst, test::check_case_rows(*ctx, c, tol));
+    }
+    std::printf("%-30s worst |ours - ref| / row range = %.2e (tolerance %.0e)\n", file.c_str(), worst, tol);
+  }
+  EXPECT_EQ(n_entries, 6);
+}
+
+TEST(HybridReferenceLogits, GreedyGenerationMatchesGreedy16) {
+  UBATCH_REQUIRE_REFERENCE();
+  nlohmann::json man = hy_manifest();
+  for (const auto& model : man["models"]) {
+    const std::string file = model["file"];
+    SCOPED_TRACE(file);
+    // Odd ubatch size: prompts split over several forward passes, then one-token decode steps.
+    std::unique_ptr<Context> ctx = hy_context(hy_open(test::reference_path("hybrid/" + file)), model["n_ctx"], 7);
+    ASSERT_TRUE(ctx);
+    for (const auto& c : model["cases"]) test::check_case_greedy(*ctx, c, model["tolerance"]);
+  }
+}
+
+// ---- Rewriting a model -------------------------------------------------------------------------
+
+using test::Rewrite;
+using HyRewrite = test::Rewrite;
+
+std::shared_ptr<const gguf::File> hy_from_bytes(std::vector<uint8_t> bytes) {
+  auto holder = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  Result<std::unique_ptr<gguf::File>> f = gguf::File::from_bytes(holder->data(), holder->size(), "<mutated>");
+  EXPECT_TRUE(f.is_ok()) << f.message();
+  return f ? std::shared_ptr<const gguf::File>(std::move(f.value())) : nullptr;
+}
+
+// An F32 tensor's values, edited by fn(values, ne0) and written back.
+HyRewrite hy_edit(const std::string& suffix, std::function<void(std::vector<float>&, int64_t)> fn) {
+  return {nullptr, [suffix, fn](const gguf::TensorInfo& t, Writer& w) {
+            if (t.name.size() < suffix.size() || t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+              return false;
+            std::vector<float> v(static_cast<size_t>(t.n_bytes / 4));
+            std::memcpy(v.data(), t.data, v.size() * 4);
+            fn(v, t.ne[0]);
+            std::vector<uint8_t> bytes(v.size() * 4);
+            std::memcpy(bytes.data(), v.data(), bytes.size());
+            w.add_tensor(t.name, t.type, test::tensor_shape(t), bytes);
+            return true;
+          }};
+}
+
+// Logits of every row of `tokens` as one sequence: [n, n_vocab].
+std::vector<float> hy_logits(Context& ctx, const std::vector<int32_t>& tokens, int32_t seq = 0) {
+  Batch b;
+  for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), seq, true);
+  DecodeResult r = ctx.decode(b);
+  EXPECT_TRUE(r.ok()) << r.message;
+  std::vector<float> out;
+  if (!r.ok()) return out;
+  for (size_t i = 0; i < tokens.size(); ++i) out.insert(out.end(), ctx.logits(int32_t(i)), ctx.logits(int32_t(i)) + ctx.n_vocab());
+  return out;
+}
+
+std::vector<int32_t> hy_prompt() {
+  nlohmann::json man = hy_manifest();
+  const auto& c = man["models"][0]["cases"][3];
+  std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
+  tokens.resize(c["n_prompt"].get<size_t>());
+  return tokens;
+}
+
+double hy_max_rel_change(const std::vector<float>& a, const std::vector<float>& b, int32_t n_vocab) {
+  double worst = 0;
+  for (size_t r = 0; r * n_vocab < a.size(); ++r) {
+    const auto [mn, mx] = std::minmax_element(&a[r * n_vocab], &a[r * n_vocab] + n_vocab);
+    double d = 0;
+    for (int32_t v = 0; v < n_vocab; ++v) d = std::max(d, double(std::fabs(a[r * n_vocab + v] - b[r * n_vocab + v])));
+    worst = std::max(worst, d / (*mx - *mn));
+  }
+  return worst;
+}
+
+struct HyMutation {
+  const char* name;
+  const char* model;
+  HyRewrite rewrite;
+};
+
+std::vector<HyMutation> hy_mutations() {
+  std::vector<HyMutation> m;
+  // Gated DeltaNet: β gates zeroed (no state writes), the decay changed, the conv taps reversed,
+  // the output gate's norm weights set to one.
+  m.push_back({"qwen35_beta_gate_zeroed", "tiny-qwen35-f32",
+               hy_edit("ssm_beta.weight", [](std::vector<float>& v, int64_t) { std::fill(v.begin(), v.end(), 0.0f); })});
+  m.push_back({"qwen35_decay_times_4", "tiny-qwen35-f32",
+               hy_edit(".ssm_a", [](std::vector<float>& v, int64_t) { for (float& x : v) x *= 4; })});
+  m.push_back({"qwen35_dt_bias_zeroed", "tiny-qwen35-f32",
+               hy_edit("ssm_dt.bias", [](std::vector<float>& v, int64_t) { std::fill(v.begin(), v.end(), 0.0f); })});
+  m.push_back({"qwen35_conv_taps_reversed", "tiny-qwen35-f32",
+               hy_edit("ssm_conv1d.weight", [](std::vector<float>& v, int64_t k) {
+                 for (size_t r = 0; r < v.size(); r += size_t(k)) std::reverse(v.begin() + r, v.begin() + r + k);
+               })});
+  m.push_back({"qwen35_ssm_norm_ones", "tiny-qwen35-f32",
+               hy_edit("ssm_norm.weight", [](std::vector<float>& v, int64_t) { std::fill(v.begin(), v.end(), 1.0f); })});
+  // Gated attention: the gate rows of attn_q zeroed (sigmoid 0.5 everywhere).
+  m.push_back({"qwen35_attention_gate_zeroed", "tiny-qwen35-f32",
+               hy_edit("blk.3.attn_q.weight", [](std::vector<float>& v, int64_t ne0) {
+                 const int64_t hd = 96;
+                 for (int64_t row = 0; row < int64_t(v.size()) / ne0; ++row)
+                   if ((row / hd) % 2 == 1) std::fill(v.begin() + row * ne0, v.begin() + (row + 1) * ne0, 0.0f);
+               })});
+  m.push_back({"qwen35_qk_norm_ones", "tiny-qwen35-f32",
+               hy_edit("attn_k_norm.weight", [](std::vector<float>& v, int64_t) { std::fill(v.begin(), v.end(), 1.0f); })});
+  // Short convolution: taps reversed; the C and x chunks of in_proj swapped.
+  m.push_back({"lfm2_conv_taps_reversed", "tiny-lfm2-f32",
+               hy_edit("shortconv.conv.weight", [](std::vector<float>& v, int64_t k) {
+                 for (size_t r = 0; r < v.size(); r += size_t(k)) std::reverse(v.begin() + r, v.begin() + r + k);
+               })});
+  m.push_back({"lfm2_c_and_x_swapped", "tiny-lfm2-f32",
+               hy_edit("shortconv.in_proj.weight", [](std::vector<float>& v, int64_t ne0) {
+                 const size_t chunk = v.size() / 3;
+                 std::swap_ranges(v.begin() + chunk, v.begin() + 2 * chunk, v.begin() + 2 * chunk);
+                 (void)ne0;
+               })});
+  m.push_back({"lfm2_final_norm_ones", "tiny-lfm2-f32",
+               hy_edit("token_embd_norm.weight", [](std::vector<float>& v, int64_t) { std::fill(v.begin(), v.end(), 1.0f); })});
+  return m;
+}
+
+class HybridMutation : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(HybridMutation, FeatureIsRead) {
+  UBATCH_REQUIRE_REFERENCE();
+  const HyMutation mc = hy_mutations()[GetParam()];
+  std::shared_ptr<const gguf::File> original = hy_model_file(mc.model);
+  ASSERT_TRUE(original);
+  std::shared_ptr<const gguf::File> mutated = hy_from_bytes(test::rewrite(*original, mc.rewrite));
+  std::shared_ptr<const gguf::File> same = hy_from_bytes(test::rewrite(*original, HyRewrite{}));
+  ASSERT_TRUE(mutated && same);
+  std::string err;
+  std::unique_ptr<Context> a = hy_context(original, 256, 512);
+  std::unique_ptr<Context> b = hy_context(mutated, 256, 512, 2, &err);
+  std::unique_ptr<Context> c = hy_context(same, 256, 512);
+  ASSERT_TRUE(a && c);
+  ASSERT_TRUE(b) << "the mutated model must still load: " << err;
+  const std::vector<int32_t> prompt = hy_prompt();
+  const std::vector<float> la = hy_logits(*a, prompt), lb = hy_logits(*b, prompt), lc = hy_logits(*c, prompt);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_TRUE(la == lc) << "rewriting without a change changed the logits";
+  const double change = hy_max_rel_change(la, lb, a->n_vocab());
+  std::printf("%-30s logits move by up to %.2f of the row range\n", mc.name, change);
+  EXPECT_GT(change, 0.03) << mc.name << ": the feature does not reach the logits";
+}
+
+INSTANTIATE_TEST_SUITE_P(Features, HybridMutation, ::testing::Range<size_t>(0, 10),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return std::string(hy_mutations()[info.param].name);
+                         });
+
+// ---- Strict loading ------------------------------------------------------------------------------
+
+std::string hy_load_error(const std::string& model, const HyRewrite& r) {
+  std::shared_ptr<const gguf::File> original = hy_model_file(model);
+  if (!original) return "<cannot open>";
+  std::shared_ptr<const gguf::File> mutated = hy_from_bytes(test::rewrite(*original, r));
+  if (!mutated) return "<cannot parse>";
+  Result<std::unique_ptr<Model>> m = Model::load(mutated);
+  return m ? std::string() : m.message();
+}
+
+HyRewrite hy_drop(const std::string& name) {
+  return {nullptr, [name](const gguf::TensorInfo& t, Writer&) { return t.name == name; }};
+}
+
+HyRewrite hy_set_u32(const std::string& key, uint32_t value) {
+  return {[key, value](const gguf::MetadataEntry& e, Writer& w) {
+            if (e.key != key) return false;
+            w.add_uint(key, gguf::ValueType::UINT32, value);
+            return true;
+          },
+          nullptr};
+}
+
+HyRewrite hy_set_i32_array(const std::string& key, const std::vector<int32_t>& values) {
+  return {[key, values](const gguf::MetadataEntry& e, Writer& w) {
+            if (e.key != key) return false;
+            std::vector<uint8_t> bytes(values.size() * 4);
+            std::memcpy(bytes.data(), values.data(), bytes.size());
+            w.add_array(key, gguf::ValueType::INT32, values.size(), bytes);
+            return true;
+          },
+          nullptr};
+}
+
+TEST(HybridStrictLoading, MalformedVariantsNameTheProblem) {
+  UBATCH_REQUIRE_REFERENCE();
+  struct Case {
+    const char* model;
+    HyRewrite rewrite;
+    std::vector<std::string> expect;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"tiny-qwen35-f32", hy_drop("blk.1.ssm_a"), {"missing tensor", "blk.1.ssm_a"}});
+  cases.push_back({"tiny-qwen35-f32", hy_drop("blk.0.ssm_conv1d.weight"), {"missing tensor", "blk.0.ssm_conv1d.weight"}});
+  cases.push_back({"tiny-lfm2-f32", hy_drop("blk.3.shortconv.conv.weight"), {"missing tensor", "blk.3.shortconv.conv.weight"}});
+  // A conv kernel or state size that does not match the tensors.
+  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.ssm.conv_kernel", 5), {"blk.0.ssm_conv1d.weight", "expected [5, 256]"}});
+  cases.push_back({"tiny-lfm2-f32", hy_set_u32("lfm2.shortconv.l_cache", 4), {"blk.0.shortconv.conv.weight", "expected [4, 256]"}});
+  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.ssm.state_size", 16), {"ssm.inner_size 128", "state_size 16"}});
+  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.ssm.time_step_rank", 3), {"time_step_rank 3", "group_count 2"}});
+  // A layer pattern naming more layers than the file has, or none.
+  cases.push_back({"tiny-lfm2-f32", hy_set_i32_array("lfm2.attention.head_count_kv", {0, 0, 2, 0, 2, 0}),
+                   {"head_count_kv names 6 layers", "block_count is 5"}});
+  cases.push_back({"tiny-lfm2-f32", hy_set_i32_array("lfm2.attention.head_count_kv", {0, 2, 4, 0, 2}), {"mixes 2 and 4"}});
+  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.full_attention_interval", 0), {"full_attention_interval must be > 0"}});
+  // Layers the pattern makes recurrent but whose tensors are attention ones.
+  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.full_attention_interval", 2), {"missing tensor", "blk.1."}});
+  // Required keys, and an MTP layer count we do not run.
+  cases.push_back({"tiny-qwen35-f32", {[](const gguf::MetadataEntry& e, Writer&) { return e.key == "qwen35.rope.dimension_sections"; }, nullptr},
+                   {"rope.dimension_sections"}});
+  cases.push_back({"tiny-qwen35-f32",
+                   {[](const gguf::MetadataEntry& e, Writer& w) {
+                      if (e.key != "qwen35.block_count") return false;
+                      w.add_value(e.key, e.value);
+                      w.add_uint("qwen35.nextn_predict_layers", gguf::ValueType::UINT32, 1);
+                      return true;
+                    },
+                    nullptr},
+                   {"qwen35.nextn_predict_layers"}});
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string err = hy_load_error(cases[i].model, cases[i].rewrite);
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + err);
+    EXPECT_FALSE(err.empty());
+    for (const std::string& want : cases[i].expect) EXPECT_NE(err.find(want), std::string::npos) << want;
+  }
+}
+
+// ---- Recurrent state through the memory manager ----------------------------------------------------
+
+class HybridState : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::unique_ptr<Context> make(int32_t n_ubatch = 512) { return hy_context(hy_model_file(GetParam()), 1024, n_ubatch); }
+};
+
+// Bytes of row i of the last decode.
+std::vector<float> hy_row(Context& ctx, int32_t i) { return std::vector<float>(ctx.logits(i), ctx.logits(i) + ctx.n_vocab()); }
+
+TEST_P(HybridState, OutputDoesNotDependOnTheBatch) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> p = hy_prompt();
+  std::unique_ptr<Context> alone = make(), mixed = make(), chunked = make(5);
+  ASSERT_TRUE(alone && mixed && chunked);
+  const std::vector<int32_t> a(p.begin(), p.begin() + 37);
+  const std::vector<float> ref = hy_logits(*alone, a);
+  // The same tokens with two other sequences' rows interleaved, over three decodes.
+  std::vector<float> got;
+  int32_t done = 0;
+  for (int32_t step : {20, 1, 16}) {
+    Batch b;
+    for (int32_t i = 0; i < step; ++i) {
+      b.add(p[static_cast<size_t>(100 - done - i)], done + i, 1, (i % 3) == 0);
+      b.add(a[static_cast<size_t>(done + i)], done + i, 0, true);
+      b.add(p[static_cast<size_t>(done + i + 50)], done + i, 2, false);
+    }
+    ASSERT_TRUE(mixed->decode(b).ok());
+    for (int32_t i = 0; i < step; ++i) {
+      const std::vector<float> r = hy_row(*mixed, 3 * i + 1);
+      got.insert(got.end(), r.begin(), r.end());
+    }
+    done += step;
+  }
+  EXPECT_TRUE(got == ref) << "a sequence's logits changed with the other rows of its batch";
+  EXPECT_TRUE(hy_logits(*chunked, a) == ref) << "a sequence's logits changed with n_ubatch";
+}
+
+TEST_P(HybridState, SeqCpCopiesTheState) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> p = hy_prompt();
+  std::unique_ptr<Context> ctx = make(), fresh = make();
+  const std::vector<int32_t> a(p.begin(), p.begin() + 30);
+  hy_logits(*ctx, a, 0);
+  ctx->kv().seq_cp(0, 3);
+  Batch b;
+  b.add(p[40], 30, 3, true);
+  b.add(p[41], 30, 0, true);
+  ASSERT_TRUE(ctx->decode(b).ok());
+  const std::vector<float> forked = hy_row(*ctx, 0), original = hy_row(*ctx, 1);
+  std::vector<int32_t> a3 = a, a0 = a;
+  a3.push_back(p[40]);
+  a0.push_back(p[41]);
+  const std::vector<float> f3 = hy_logits(*fresh, a3, 0);
+  fresh->kv().clear();
+  const std::vector<float> f0 = hy_logits(*fresh, a0, 0);
+  EXPECT_TRUE(std::equal(forked.begin(), forked.end(), f3.end() - fresh->n_vocab()));
+  EXPECT_TRUE(std::equal(original.begin(), original.end(), f0.end() - fresh->n_vocab()));
+}
+
+TEST_P(HybridState, RollbackReturnsToACheckpoint) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> p = hy_prompt();
+  std::unique_ptr<Context> ctx = make(), fresh = make();
+  const std::vector<int32_t> a(p.begin(), p.begin() + 20);
+  hy_logits(*ctx, a, 0);
+  // Without a checkpoint the state cannot go back: refused, nothing changed.
+  EXPECT_FALSE(ctx->kv().seq_rm(0, 15, -1));
+  EXPECT_EQ(ctx->kv().seq_rollback(0, 15), -1);
+  EXPECT_EQ(ctx->kv().seq_n_tokens(0), 20);
+  EXPECT_FALSE(ctx->kv().seq_shift(0, 0, -1, 4));
+  // A verification step: four draft rows, each a checkpoint; two accepted.
+  Batch b;
+  for (int32_t i = 0; i < 4; ++i) {
+    b.add(p[60 + i], 20 + i, 0, true);
+    b.mark_checkpoint();
+  }
+  ASSERT_TRUE(ctx->decode(b).ok());
+  EXPECT_GE(ctx->kv().seq_rollback(0, 22), 0);
+  EXPECT_EQ(ctx->kv().seq_n_tokens(0), 22);
+  b.clear();
+  b.add(p[90], 22, 0, true);
+  ASSERT_TRUE(ctx->decode(b).ok());
+  std::vector<int32_t> expect = a;
+  expect.insert(expect.end(), {p[60], p[61], p[90]});
+  const std::vector<float> f = hy_logits(*fresh, expect, 0);
+  const std::vector<float> got = hy_row(*ctx, 0);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), f.end() - fresh->n_vocab()));
+  // seq_rm back to a checkpoint works the same way; the placement at 22 kept the checkpoint
+  // just before it (21) and dropped the older ones.
+  EXPECT_FALSE(ctx->kv().seq_rm(0, 21, -1));
+  EXPECT_TRUE(ctx->kv().seq_rm(0, 22, -1));
+  EXPECT_EQ(ctx->kv().seq_n_tokens(0), 22);
+}
+
+TEST_P(HybridState, PrefixSnapshotResumesTheState) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> p = hy_prompt();
+  std::unique_ptr<Context> ctx = make(), fresh = make();
+  const std::vector<int32_t> a(p.begin(), p.begin() + 45);
+  const std::vector<float> ref = hy_logits(*fresh, a, 0);
+  hy_logits(*ctx, std::vector<int32_t>(a.begin(), a.begin() + 40), 0);
+  EXPECT_EQ(ctx->kv().stats().n_snapshots, 1);  // at the last block boundary the chunk reached (32)
+  EXPECT_GT(ctx->kv().stats().snapshot_bytes, 0u);
+  ASSERT_TRUE(ctx->kv().seq_rm(0, 0, -1));
+  const int32_t reused = ctx->kv().seq_reuse_prefix(5, a.data(), 45, 44);
+  EXPECT_EQ(reused, 32);
+  Batch b;
+  for (int32_t i = reused; i < 45; ++i) b.add(a[static_cast<size_t>(i)], i, 5, true);
+  ASSERT_TRUE(ctx->decode(b).ok());
+  for (int32_t i = reused; i < 45; ++i) {
+    const std::vector<float> r = hy_row(*ctx, i - reused);
+    EXPECT_TRUE(std::equal(r.begin(), r.end(), ref.begin() + static_cast<size_t>(i) * ctx->n_vocab())) << "row " << i;
+  }
+  ctx->kv().check_invariants();
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HybridState, ::testing::Values("tiny-qwen35-q8_0", "tiny-lfm2-q4_k_m"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace ubatch

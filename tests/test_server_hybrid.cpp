@@ -1,0 +1,168 @@
+// The tiny hybrid reference models (qwen35: Gated DeltaNet + gated attention; lfm2: short
+// convolutions + attention) served over HTTP: their recurrent state goes through every batching
+// feature with the same greedy text — a repeated prompt hits the prefix cache (state snapshot),
+// a request alone, batched with seven others, and with n = 3 gives the same text, a request
+// preempted for memory resumes identically, and speculation on and off agree.
+#include <future>
+
+#include "test_server_fixture.h"
+
+namespace ubatch::test {
+namespace {
+
+class ServerHybrid : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::string path() const { return reference_path(std::string("hybrid/models/") + GetParam() + ".gguf"); }
+  // A prompt of token ids (the tiny models' vocabulary has 512 entries).
+  static json prompt(int salt, int n = 40) {
+    json ids = json::array();
+    ids.push_back(1);
+    for (int i = 1; i < n; ++i) ids.push_back(3 + (i * 37 + salt * 101) % 500);
+    return ids;
+  }
+  static json request(int salt, int max_tokens = 24) {
+    return {{"prompt", prompt(salt)}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
+  }
+};
+
+std::string hybrid_text(const Reply& r, int choice = 0) {
+  json j = r.parsed();
+  return j["choices"][choice]["text"].get<std::string>();
+}
+
+TEST_P(ServerHybrid, PrefixCacheBatchAndSamplesGiveTheSameText) {
+  UBATCH_REQUIRE_REFERENCE();
+  ServeOptions o;
+  o.engine.n_parallel = 8;
+  o.engine.n_batch = 128;
+  o.n_ctx = 2048;
+  std::unique_ptr<ServedModel> s = serve_model(path(), o);
+  ASSERT_TRUE(s);
+  const json body = request(0);
+  Reply alone = post(s->port, "/v1/completions", body.dump());
+  ASSERT_EQ(alone.status, 200) << alone.body;
+  const std::string text = hybrid_text(alone);
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(alone.parsed()["usage"]["completion_tokens"], 24);
+
+  // The same prompt again: its prefix comes from the cache (a state snapshot), same text.
+  Reply again = post(s->port, "/v1/completions", body.dump());
+  ASSERT_EQ(again.status, 200);
+  EXPECT_EQ(hybrid_text(again), text);
+  const json usage = again.parsed()["usage"];
+  ASSERT_TRUE(usage.contains("prompt_tokens_details")) << usage.dump();
+  EXPECT_GT(usage["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << usage.dump();
+  std::map<std::string, double> m = metrics(s->port);
+  EXPECT_GT(m["ubatch_state_snapshots"], 0);
+  EXPECT_GT(m["ubatch_state_snapshot_bytes"], 0);
+
+  // Batched with seven other requests in the same steps.
+  std::vector<std::future<Reply>> others;
+  for (int k = 1; k <= 7; ++k) {
+    const std::string other = request(k, 20 + k).dump();
+    others.push_back(std::async(std::launch::async, [&, other] { return post(s->port, "/v1/completions", other); }));
+  }
+  json fresh = body;
+  fresh["prompt"][1] = body["prompt"][1].get<int>() + 1;  // no prefix to reuse: computed in the mix
+  Reply mixed_alone_ref = post(s->port, "/v1/completions", fresh.dump());
+  for (auto& f : others) EXPECT_EQ(f.get().status, 200);
+  std::vector<std::future<Reply>> again_mix;
+  for (int k = 1; k <= 7; ++k) {
+    json other = request(k + 10, 24);
+    again_mix.push_back(std::async(std::launch::async, [&, other] { return post(s->port, "/v1/completions", other.dump()); }));
+  }
+  json fresh2 = body;
+  fresh2["prompt"][2] = body["prompt"][2].get<int>() + 1;
+  Reply in_mix = post(s->port, "/v1/completions", fresh2.dump());
+  for (auto& f : again_mix) EXPECT_EQ(f.get().status, 200);
+  ASSERT_EQ(in_mix.status, 200);
+  Reply alone2 = post(s->port, "/v1/completions", fresh2.dump());  // alone (prefix cached by now)
+  EXPECT_EQ(hybrid_text(in_mix), hybrid_text(alone2)) << "the text changed with the batch";
+  EXPECT_EQ(mixed_alone_ref.status, 200);
+
+  // n = 3 greedy samples fork the prompt's state: each gives the text of the request alone.
+  json three = body;
+  three["n"] = 3;
+  three["prompt"][3] = body["prompt"][3].get<int>() + 1;
+  json one = three;
+  one.erase("n");
+  Reply r3 = post(s->port, "/v1/completions", three.dump());
+  ASSERT_EQ(r3.status, 200) << r3.body;
+  Reply r1 = post(s->port, "/v1/completions", one.dump());
+  ASSERT_EQ(r1.status, 200);
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(hybrid_text(r3, c), hybrid_text(r1)) << "sample " << c;
+}
+
+TEST_P(ServerHybrid, APreemptedRequestResumesWithTheSameText) {
+  UBATCH_REQUIRE_REFERENCE();
+  ServeOptions o;
+  o.engine.n_parallel = 2;
+  o.engine.n_batch = 64;
+  o.n_ctx = 256;  // 16 blocks: two requests of 40 + 150 tokens cannot both stay
+  std::unique_ptr<ServedModel> s = serve_model(path(), o);
+  ASSERT_TRUE(s);
+  const json a = request(3, 150), b = request(4, 150);
+  Reply ra = post(s->port, "/v1/completions", a.dump());
+  Reply rb = post(s->port, "/v1/completions", b.dump());
+  ASSERT_EQ(ra.status, 200) << ra.body;
+  ASSERT_EQ(rb.status, 200) << rb.body;
+  std::map<std::string, double> before = metrics(s->port);
+  auto fa = std::async(std::launch::async, [&] { return post(s->port, "/v1/completions", a.dump()); });
+  auto fb = std::async(std::launch::async, [&] { return post(s->port, "/v1/completions", b.dump()); });
+  Reply ca = fa.get(), cb = fb.get();
+  ASSERT_EQ(ca.status, 200) << ca.body;
+  ASSERT_EQ(cb.status, 200) << cb.body;
+  EXPECT_EQ(hybrid_text(ca), hybrid_text(ra));
+  EXPECT_EQ(hybrid_text(cb), hybrid_text(rb));
+  std::map<std::string, double> after = metrics(s->port);
+  EXPECT_GE(after["ubatch_preemptions_total{cause=\"memory\"}"] - before["ubatch_preemptions_total{cause=\"memory\"}"], 1)
+      << "the test meant to preempt one of the two";
+}
+
+TEST_P(ServerHybrid, SpeculationOnAndOffGiveTheSameText) {
+  UBATCH_REQUIRE_REFERENCE();
+  ServeOptions o;
+  o.engine.n_parallel = 2;
+  o.engine.n_batch = 64;
+  o.n_ctx = 1024;
+  o.engine.spec_always = true;
+  std::unique_ptr<ServedModel> s = serve_model(path(), o);
+  ASSERT_TRUE(s);
+  // The prompt, its own greedy continuation, and the prompt again: prompt lookup drafts the
+  // continuation, some of which the model accepts (and some it rejects: a state rollback).
+  const json first = {{"prompt", prompt(7, 12)}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+  Reply rf = post(s->port, "/v1/completions", first.dump());
+  ASSERT_EQ(rf.status, 200) << rf.body;
+  Reply rt = post(s->port, "/tokenize", json{{"content", hybrid_text(rf)}}.dump());
+  ASSERT_EQ(rt.status, 200) << rt.body;
+  json ids = prompt(7, 12);
+  for (int rep = 0; rep < 2; ++rep) {
+    for (const json& t : rt.parsed()["tokens"]) ids.push_back(t);
+    for (const json& t : prompt(7, 12)) ids.push_back(t);
+  }
+  const json base = {{"prompt", ids}, {"max_tokens", 48}, {"temperature", 0}, {"ignore_eos", true}};
+  json on = base, off = base;
+  off["speculative"] = false;
+  on["speculative"] = true;
+  Reply ro = post(s->port, "/v1/completions", off.dump());
+  ASSERT_EQ(ro.status, 200) << ro.body;
+  std::map<std::string, double> m0 = metrics(s->port);
+  Reply rs = post(s->port, "/v1/completions", on.dump());
+  ASSERT_EQ(rs.status, 200) << rs.body;
+  EXPECT_EQ(hybrid_text(rs), hybrid_text(ro));
+  std::map<std::string, double> m = metrics(s->port);
+  EXPECT_GT(m["ubatch_spec_draft_tokens_total"] - m0["ubatch_spec_draft_tokens_total"], 0) << "nothing was drafted";
+  std::printf("%s: %g draft tokens, %g accepted\n", GetParam(), m["ubatch_spec_draft_tokens_total"],
+              m["ubatch_spec_draft_accepted_total"]);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyHybrid, ServerHybrid, ::testing::Values("tiny-qwen35-q8_0", "tiny-lfm2-q4_k_m"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace ubatch::test
