@@ -456,8 +456,8 @@ WirePrepared prepare_wire(const ServerState& state, const std::string& text, con
   }
   out.wire = std::move(t.wire);
   json chat;
-  if (auto e = parse_json_body(t.chat_text, chat)) {
-    out.prepared.error = server_error("the translated request does not parse: " + e->message);
+  if (auto e = parse_json_body(t.chat_text, chat)) {  // a 400: nesting deeper than allowed once translated
+    out.prepared.error = std::move(e);
     return out;
   }
   out.prepared = prepare(state, Endpoint::ChatCompletions, t.chat_text, chat, b);
