@@ -122,9 +122,10 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
     res.set_header("WWW-Authenticate", "Bearer");
     return res;
   };
-  hooks.error = [](int status, const std::string& message, const http::Request*) {
+  hooks.error = [](int status, const std::string& message, const http::Request* req) {
     http::Response res;
-    send_error(res, transport_error(status, message));
+    const bool anthropic = req && (req->path.starts_with("/v1/messages") || req->path.starts_with("/messages"));
+    send_error(res, transport_error(status, message), anthropic ? ErrorShape::Anthropic : ErrorShape::OpenAI);
     return res;
   };
   hooks.on_response = [&st](const http::Request& req, int status) {
