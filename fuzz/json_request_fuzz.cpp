@@ -2,7 +2,10 @@
 // (src/server/json_request.cpp): body bytes → JSON → sched::Request, for /v1/completions and
 // /v1/chat/completions, with the default model's vocabulary (fuzz_tokenizer.h) and the
 // Gemma chat format. Build and run: docs/FUZZING.md; the dictionary fuzz/json_request_fuzz.dict
-// names the fields.
+// names the fields. The same bodies are also read as the agents' APIs' bodies
+// (src/server/responses_request.cpp for POST /v1/responses, messages_request.cpp for
+// POST /v1/messages and count_tokens): each translation is a 400 or a chat body, which is then
+// checked as a chat request like any other.
 //
 // Checks, for every input:
 //  - no exception escapes (the server would answer 500) and nothing crashes;
@@ -19,6 +22,8 @@
 #include "fuzz_tokenizer.h"
 #include "server/errors.h"
 #include "server/json_request.h"
+#include "server/messages_request.h"
+#include "server/responses_request.h"
 
 namespace {
 
@@ -84,6 +89,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_tokens_cap = 2048;
   limits.max_n = 16;
   limits.random_seed = false;
+  // The agents' APIs: translated (or refused), then parsed as the chat path parses them.
+  for (int api = 0; api < 3; ++api) {
+    nlohmann::ordered_json chat;
+    std::optional<ApiError> e = api == 0 ? responses_to_chat(ordered, chat) : messages_to_chat(ordered, api == 2, chat);
+    if (e) {
+      check_error(*e);
+      continue;
+    }
+    const std::string chat_text = chat.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    nlohmann::json chat_body;
+    if (std::optional<ApiError> err = parse_json_body(chat_text, chat_body)) {  // nesting deeper than allowed
+      check_error(*err);
+      continue;
+    }
+    const ChatSetup chat_setup{renderer.get(), &chat};
+    ParsedRequest parsed;
+    limits.parse_special = true;
+    if (std::optional<ApiError> err =
+            parse_completion_request(chat_body, Endpoint::ChatCompletions, tok, chat_setup, limits, parsed)) {
+      check_error(*err);
+      continue;
+    }
+    check_request(parsed, limits);
+  }
   for (Endpoint endpoint : {Endpoint::Completions, Endpoint::ChatCompletions}) {
     for (bool parse_special : {true, false}) {
       if (endpoint == Endpoint::ChatCompletions && !parse_special) continue;  // chat ignores it

@@ -117,6 +117,13 @@ if ! python3 -c 'import openai' >/dev/null 2>&1; then
     echo "warning: could not install openai; the server's Python client test will skip"
 fi
 
+# The official Anthropic Python client, for the Messages API's client test (tests/python/test_agents_clients.py).
+if ! python3 -c 'import anthropic' >/dev/null 2>&1; then
+  echo "== installing the Anthropic Python client (pip package anthropic)"
+  python3 -m pip install --quiet anthropic || python3 -m pip install --quiet --break-system-packages anthropic || \
+    echo "warning: could not install anthropic; its checks in the agents' client test will skip"
+fi
+
 # Python jsonschema (with rfc3339-validator, which its date-time and time format checks need),
 # for the structured-output corpus test (tests/python/structured_corpus.py).
 if ! python3 -c 'import jsonschema, rfc3339_validator' >/dev/null 2>&1; then

@@ -375,6 +375,33 @@ inline SpawnedServer spawn_serve(std::vector<std::string> args, const std::strin
   return s;
 }
 
+// The named events of an SSE body ("event: <name>\ndata: <json>\n\n", as the Responses and
+// Anthropic Messages APIs stream): (name, parsed data) in order. Fails the test on a frame
+// without an event line, or whose data is not JSON.
+inline std::vector<std::pair<std::string, json>> sse_named_events(const std::string& body) {
+  std::vector<std::pair<std::string, json>> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    const size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) {
+      ADD_FAILURE() << "unterminated SSE frame at byte " << pos;
+      break;
+    }
+    const std::string frame = body.substr(pos, end - pos);
+    pos = end + 2;
+    if (frame[0] == ':') continue;  // keep-alive comment
+    const size_t nl = frame.find('\n');
+    if (frame.compare(0, 7, "event: ") != 0 || nl == std::string::npos || frame.compare(nl + 1, 6, "data: ") != 0) {
+      ADD_FAILURE() << "not an event frame: " << frame.substr(0, 80);
+      continue;
+    }
+    json data = json::parse(frame.substr(nl + 7), nullptr, false);
+    if (data.is_discarded()) ADD_FAILURE() << "event data is not JSON: " << frame.substr(0, 200);
+    out.emplace_back(frame.substr(7, nl - 7), std::move(data));
+  }
+  return out;
+}
+
 }  // namespace ubatch::test
 
 #define UBATCH_REQUIRE_TINY_MODEL()                                                          \

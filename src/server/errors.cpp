@@ -56,6 +56,21 @@ nlohmann::json error_json(const ApiError& e) {
   return {{"error", err}};
 }
 
+nlohmann::json error_json(const ApiError& e, ErrorShape shape) {
+  if (shape == ErrorShape::OpenAI) return error_json(e);
+  const char* type = "invalid_request_error";
+  switch (e.status) {
+    case 401: type = "authentication_error"; break;
+    case 403: type = "permission_error"; break;
+    case 404: type = "not_found_error"; break;
+    case 413: type = "request_too_large"; break;
+    case 429: type = "rate_limit_error"; break;
+    case 503: type = "overloaded_error"; break;
+    default: type = e.status >= 500 ? "api_error" : "invalid_request_error"; break;
+  }
+  return {{"type", "error"}, {"error", {{"type", type}, {"message", e.message}}}};
+}
+
 std::string dump_json(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -67,6 +82,11 @@ void send_json(http::Response& res, int status, const nlohmann::json& body) {
 
 void send_error(http::Response& res, const ApiError& e) {
   send_json(res, e.status, error_json(e));
+  set_retry_after(res, e);
+}
+
+void send_error(http::Response& res, const ApiError& e, ErrorShape shape) {
+  send_json(res, e.status, error_json(e, shape));
   set_retry_after(res, e);
 }
 

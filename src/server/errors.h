@@ -43,6 +43,15 @@ ApiError deadline_unattainable(std::string message);
 // {"error": {...}} for e.
 nlohmann::json error_json(const ApiError& e);
 
+// Whose error shape a route answers in: OpenAI's {"error": {message, type, param, code}}, or
+// the Anthropic Messages API's {"type": "error", "error": {"type", "message"}} (Anthropic API
+// reference, "Errors": invalid_request_error 400, authentication_error 401, not_found_error
+// 404, request_too_large 413, rate_limit_error 429, api_error 500, overloaded_error 503/529).
+enum class ErrorShape { OpenAI, Anthropic };
+
+// e in the given shape (OpenAI: error_json(e)).
+nlohmann::json error_json(const ApiError& e, ErrorShape shape);
+
 // Serializes JSON for the wire: never throws on strings that are not valid UTF-8 (invalid
 // bytes become U+FFFD), so no model output or echoed input can crash a handler.
 std::string dump_json(const nlohmann::json& j);
@@ -51,6 +60,8 @@ std::string dump_json(const nlohmann::json& j);
 void send_json(http::Response& res, int status, const nlohmann::json& body);
 // Sets res to the error (status, JSON body, and retry_after()).
 void send_error(http::Response& res, const ApiError& e);
+// The same in `shape`.
+void send_error(http::Response& res, const ApiError& e, ErrorShape shape);
 // Sets Retry-After on res (RFC 9110 §10.2.3) when e is a 503 or has retry_after_s > 0:
 // e.retry_after_s seconds, at least 1. Every 503 the server sends carries one.
 void set_retry_after(http::Response& res, const ApiError& e);

@@ -13,6 +13,7 @@
 #include "sched/engine.h"
 #include "server/errors.h"
 #include "server/http/server.h"
+#include "server/routes_agents.h"
 #include "server/routes_completions.h"
 #include "server/routes_embeddings.h"
 #include "server/routes_misc.h"
@@ -101,6 +102,7 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
 
   http::Router router;
   register_completion_routes(router, st);
+  register_agent_routes(router, st);
   register_embedding_routes(router, st);
   register_misc_routes(router, st, static_cast<int64_t>(std::time(nullptr)));
   register_template_routes(router, st);
@@ -113,13 +115,17 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
       return std::nullopt;
     if (authorized(req, st.config.api_key)) return std::nullopt;
     http::Response res;
-    send_error(res, unauthorized("missing or wrong API key (send \"Authorization: Bearer <key>\")"));
+    // The Anthropic Messages routes answer in Anthropic's error shape (and read x-api-key too).
+    const bool anthropic = req.path.starts_with("/v1/messages") || req.path.starts_with("/messages");
+    send_error(res, unauthorized("missing or wrong API key (send \"Authorization: Bearer <key>\" or \"x-api-key: <key>\")"),
+               anthropic ? ErrorShape::Anthropic : ErrorShape::OpenAI);
     res.set_header("WWW-Authenticate", "Bearer");
     return res;
   };
-  hooks.error = [](int status, const std::string& message, const http::Request*) {
+  hooks.error = [](int status, const std::string& message, const http::Request* req) {
     http::Response res;
-    send_error(res, transport_error(status, message));
+    const bool anthropic = req && (req->path.starts_with("/v1/messages") || req->path.starts_with("/messages"));
+    send_error(res, transport_error(status, message), anthropic ? ErrorShape::Anthropic : ErrorShape::OpenAI);
     return res;
   };
   hooks.on_response = [&st](const http::Request& req, int status) {

@@ -51,10 +51,10 @@ ApiError model_not_found(const ModelRegistry& models, const std::string& name) {
 }
 
 void with_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, const nlohmann::json& body,
-                RequestKind kind, std::function<void(ModelRegistry::Lease)> next) {
-  auto fail = [&ex](const ApiError& e) {
+                RequestKind kind, std::function<void(ModelRegistry::Lease)> next, ErrorShape shape) {
+  auto fail = [&ex, shape](const ApiError& e) {
     http::Response res;
-    send_error(res, e);
+    send_error(res, e, shape);
     ex->respond(std::move(res));
   };
   std::string name;
@@ -67,12 +67,12 @@ void with_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, c
     wait = std::min(wait, std::chrono::milliseconds(d->get<int64_t>()));
   // The registry may answer on its loader thread: the result goes to the connection's strand.
   auto slot = std::make_shared<ModelRegistry::Acquired>();
-  auto wake = ex->waker([slot, weak = std::weak_ptr<http::Exchange>(ex), next = std::move(next)] {
+  auto wake = ex->waker([slot, weak = std::weak_ptr<http::Exchange>(ex), next = std::move(next), shape] {
     std::shared_ptr<http::Exchange> ex = weak.lock();
     if (!ex) return;
     if (!slot->backend) {
       http::Response res;
-      send_error(res, acquire_error(*slot));
+      send_error(res, acquire_error(*slot), shape);
       return ex->respond(std::move(res));
     }
     next(std::move(slot->backend));
@@ -84,7 +84,7 @@ void with_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, c
 }
 
 void with_body_and_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, RequestKind kind,
-                         BodyNext next) {
+                         BodyNext next, ErrorShape shape) {
   struct Parsed {
     std::optional<ApiError> error;
     std::shared_ptr<const nlohmann::json> body;
@@ -101,10 +101,10 @@ void with_body_and_model(ServerState& state, const std::shared_ptr<http::Exchang
         p.body = std::move(body);
         return p;
       },
-      [&state, kind, text, next = std::move(next)](const std::shared_ptr<http::Exchange>& ex, Parsed& p) {
+      [&state, kind, text, next = std::move(next), shape](const std::shared_ptr<http::Exchange>& ex, Parsed& p) {
         if (p.error) {
           http::Response res;
-          send_error(res, *p.error);
+          send_error(res, *p.error, shape);
           return ex->respond(std::move(res));
         }
         std::shared_ptr<const nlohmann::json> body = p.body;
@@ -112,7 +112,8 @@ void with_body_and_model(ServerState& state, const std::shared_ptr<http::Exchang
                    [weak = std::weak_ptr<http::Exchange>(ex), text, body, next](ModelRegistry::Lease lease) {
                      std::shared_ptr<http::Exchange> e = weak.lock();
                      if (e && e->active()) next(e, text, body, std::move(lease));  // else: the client left
-                   });
+                   },
+                   shape);
       });
 }
 

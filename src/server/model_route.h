@@ -33,15 +33,16 @@ ApiError model_not_found(const ModelRegistry& models, const std::string& name);
 // Async routes: answers the error itself, or calls `next` on the exchange's strand with a lease
 // on the model (loading it first; the wait ends at the request's deadline_ms when it has one,
 // else after ServerConfig::model_wait_s).
+// `shape`: the error shape of the route (errors.h).
 void with_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, const nlohmann::json& body,
-                RequestKind kind, std::function<void(ModelRegistry::Lease)> next);
+                RequestKind kind, std::function<void(ModelRegistry::Lease)> next, ErrorShape shape = ErrorShape::OpenAI);
 
 // Async routes with a JSON body: parses it off the I/O threads (request_workers.h; an error is
 // answered), then as with_model; `next` gets the body's text and its parse.
 using BodyNext = std::function<void(const std::shared_ptr<http::Exchange>& ex, std::shared_ptr<const std::string> text,
                                     std::shared_ptr<const nlohmann::json> body, ModelRegistry::Lease lease)>;
 void with_body_and_model(ServerState& state, const std::shared_ptr<http::Exchange>& ex, RequestKind kind,
-                         BodyNext next);
+                         BodyNext next, ErrorShape shape = ErrorShape::OpenAI);
 
 // A synchronous handler run off the I/O threads (request_workers.h): for routes whose work may
 // take more than a few milliseconds (tokenize, detokenize, apply-template).

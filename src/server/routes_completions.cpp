@@ -19,6 +19,7 @@
 #include "server/sse.h"
 #include "grammar/grammar_cache.h"
 #include "server/structured_output.h"
+#include "server/wire_format.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ubatch::server {
@@ -74,7 +75,8 @@ std::optional<ApiError> deadline_outcome(const sched::Event& done, const std::ve
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
   CompletionJob(ServerState& state, ModelRegistry::Lease model, const ParsedRequest& parsed,
-                std::shared_ptr<sched::Stream> stream, ResponseMeta meta, std::shared_ptr<http::Exchange> ex)
+                std::shared_ptr<sched::Stream> stream, ResponseMeta meta, std::shared_ptr<http::Exchange> ex,
+                std::shared_ptr<WireFormat> wire = nullptr)
       : state_(state),
         model_(std::move(model)),
         engine_(*model_->engine),
@@ -85,7 +87,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
         chat_(parsed.endpoint == Endpoint::ChatCompletions),
         include_usage_(parsed.include_usage),
         acc_(meta, parsed.request.n, *model_->tokenizer),
-        builder_(std::move(meta), parsed.request.n, *model_->tokenizer, parsed.include_usage) {}
+        builder_(std::move(meta), parsed.request.n, *model_->tokenizer, parsed.include_usage),
+        wire_(std::move(wire)),
+        shape_(wire_ ? wire_->error_shape() : ErrorShape::OpenAI) {}
 
   ~CompletionJob() {
     if (stream_started_ && !stream_counted_out_) state_.counters.streams_active--;
@@ -118,6 +122,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void pump() {
     sched::Event ev;
     while (!over_ && stream_->try_next(ev)) {
+      if (wire_) wire_->observe(ev);
       if (streaming_)
         on_stream_event(std::move(ev));
       else
@@ -136,11 +141,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     log_done(stream_->id(), ev);
     http::Response res;
     if (std::optional<ApiError> e = deadline_outcome(ev, finishes_))
-      send_error(res, *e);
+      send_error(res, *e, shape_);
     else if (!ev.error.empty())
-      send_error(res, server_error(ev.error));
+      send_error(res, server_error(ev.error), shape_);
     else
-      send_json(res, 200, acc_.response(ev));
+      send_json(res, 200, wire_ ? wire_->response(acc_.response(ev), ev) : acc_.response(ev));
     ex_->respond(std::move(res));
     release_model();
   }
@@ -161,7 +166,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
           log_done(stream_->id(), ev);
           if (sse_->started()) return end_with_error(*e);
           http::Response res;
-          send_error(res, *e);
+          send_error(res, *e, shape_);
           ex_->respond(std::move(res));
           return release_model();
         }
@@ -177,6 +182,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     stream_started_ = true;
     state_.counters.streams_active++;
     sse_->start();
+    if (wire_) return write(wire_->stream_begin());
     if (chat_)
       for (int32_t i = 0; i < n_; ++i)
         if (!write(sse_frame(builder_.role(i)))) return false;
@@ -188,12 +194,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     switch (ev.kind) {
       case sched::Event::Kind::Token: {
         json chunk;
-        return !builder_.token(ev, chunk) || write(sse_frame(chunk));
+        return !builder_.token(ev, chunk) || write(frame(chunk));
       }
       case sched::Event::Kind::Finish: {
         json held;
-        if (builder_.flush(ev, held) && !write(sse_frame(held))) return false;
-        return write(sse_frame(builder_.finish(ev)));
+        if (builder_.flush(ev, held) && !write(frame(held))) return false;
+        return write(frame(builder_.finish(ev)));
       }
       case sched::Event::Kind::Done: {
         end();
@@ -203,8 +209,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
           end_with_error(server_error(ev.error));
           return true;
         }
-        if (include_usage_ && !write(sse_frame(builder_.usage(ev)))) return false;
-        if (!write(std::string(kSseDone))) return false;
+        if (wire_) {
+          if (!write(wire_->stream_end(ev))) return false;
+        } else {
+          if (include_usage_ && !write(sse_frame(builder_.usage(ev)))) return false;
+          if (!write(std::string(kSseDone))) return false;
+        }
         end_stream();
         return true;
       }
@@ -212,7 +222,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     return true;
   }
 
-  bool write(const std::string& frame) { return sse_->write(frame); }  // false once aborted
+  // false once aborted; nothing to write is not a write
+  bool write(const std::string& frame) { return frame.empty() || sse_->write(frame); }
+  // A chat chunk's frames: its SSE frame, or the wire format's frames for it.
+  std::string frame(const json& chunk) { return wire_ ? wire_->stream_chunk(chunk) : sse_frame(chunk); }
 
   void end_stream() {
     if (stream_started_ && !stream_counted_out_) {
@@ -230,7 +243,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   // The last event of a stream whose head is out: the error (as the unstreamed response's
   // body), then [DONE].
   void end_with_error(const ApiError& e) {
-    if (write(sse_frame(error_json(e)))) write(std::string(kSseDone));
+    if (wire_)
+      write(wire_->stream_error(e));
+    else if (write(sse_frame(error_json(e))))
+      write(std::string(kSseDone));
     end_stream();
   }
 
@@ -268,7 +284,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
           end_with_error(e);  // the final event of a cut stream
         } else {
           http::Response res;
-          send_error(res, e);
+          send_error(res, e, shape_);
           ex_->respond(std::move(res));
         }
         break;
@@ -287,6 +303,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   const bool include_usage_;
   CompletionAccumulator acc_;       // non-streamed
   ChunkBuilder builder_;            // streamed
+  std::shared_ptr<WireFormat> wire_;  // another API's format (null: the OpenAI chat/completions shapes)
+  const ErrorShape shape_;
   std::shared_ptr<SseStream> sse_;  // streamed
   std::vector<sched::Event> early_;     // streamed: Finish events before the first token
   std::vector<sched::Event> finishes_;  // Finish events (deadline outcome)
@@ -347,11 +365,12 @@ Prepared prepare(const ServerState& state, Endpoint endpoint, const std::string&
 
 // The prepared request submitted to the engine and answered: on the exchange's strand.
 void submit(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::Exchange>& ex,
-            ModelRegistry::Lease lease, ParsedRequest& parsed) {
+            ModelRegistry::Lease lease, ParsedRequest& parsed, std::shared_ptr<WireFormat> wire = nullptr) {
   const http::Request& req = ex->request();
-  auto fail = [&ex](const ApiError& e) {
+  const ErrorShape shape = wire ? wire->error_shape() : ErrorShape::OpenAI;
+  auto fail = [&ex, shape](const ApiError& e) {
     http::Response res;
-    send_error(res, e);
+    send_error(res, e, shape);
     ex->respond(std::move(res));
   };
   if (state.draining) return fail(unavailable("the server is shutting down", kDrainingRetryAfterS));
@@ -387,7 +406,9 @@ void submit(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
   }
   meta.reasoning = parsed.reasoning;
   meta.reasoning_open = parsed.reasoning_open;
-  auto job = std::make_shared<CompletionJob>(state, std::move(lease), parsed, std::move(sub.stream), std::move(meta), ex);
+  if (wire) wire->prepared(parsed);
+  auto job = std::make_shared<CompletionJob>(state, std::move(lease), parsed, std::move(sub.stream), std::move(meta), ex,
+                                             std::move(wire));
   job->start();
 }
 
@@ -419,7 +440,62 @@ void handle(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
                       });
 }
 
+// Another API's request (wire_format.h): translated, then prepared as a chat completion.
+struct WirePrepared {
+  Prepared prepared;
+  std::shared_ptr<WireFormat> wire;
+};
+
+WirePrepared prepare_wire(const ServerState& state, const std::string& text, const Backend& b,
+                          const WireTranslate& translate) {
+  WirePrepared out;
+  WireTranslation t = translate(text, b);
+  if (t.error) {
+    out.prepared.error = std::move(t.error);
+    return out;
+  }
+  out.wire = std::move(t.wire);
+  json chat;
+  if (auto e = parse_json_body(t.chat_text, chat)) {  // a 400: nesting deeper than allowed once translated
+    out.prepared.error = std::move(e);
+    return out;
+  }
+  out.prepared = prepare(state, Endpoint::ChatCompletions, t.chat_text, chat, b);
+  return out;
+}
+
 }  // namespace
+
+void handle_wire_request(ServerState& state, const std::shared_ptr<http::Exchange>& ex, ErrorShape shape,
+                         WireTranslate translate, WireCount count) {
+  if (state.draining) {
+    http::Response res;
+    send_error(res, unavailable("the server is shutting down", kDrainingRetryAfterS), shape);
+    return ex->respond(std::move(res));
+  }
+  auto tr = std::make_shared<const WireTranslate>(std::move(translate));
+  auto cnt = std::make_shared<const WireCount>(std::move(count));
+  with_body_and_model(
+      state, ex, RequestKind::Chat,
+      [&state, shape, tr, cnt](const std::shared_ptr<http::Exchange>& ex, std::shared_ptr<const std::string> text,
+                               std::shared_ptr<const json>, ModelRegistry::Lease lease) {
+        off_io<WirePrepared>(
+            *state.workers, ex, [&state, text, lease, tr] { return prepare_wire(state, *text, *lease, *tr); },
+            [&state, shape, lease, cnt](const std::shared_ptr<http::Exchange>& ex, WirePrepared& p) {
+              http::Response res;
+              if (p.prepared.error) {
+                send_error(res, *p.prepared.error, shape);
+                return ex->respond(std::move(res));
+              }
+              if (*cnt) {
+                send_json(res, 200, (*cnt)(p.prepared.parsed));
+                return ex->respond(std::move(res));
+              }
+              submit(state, Endpoint::ChatCompletions, ex, lease, p.prepared.parsed, std::move(p.wire));
+            });
+      },
+      shape);
+}
 
 void register_completion_routes(http::Router& router, ServerState& state) {
   auto completions = [&state](const std::shared_ptr<http::Exchange>& ex) { handle(state, Endpoint::Completions, ex); };

@@ -11,6 +11,14 @@ std::string sse_frame(const nlohmann::json& chunk) {
   return out;
 }
 
+std::string sse_event(std::string_view name, const nlohmann::json& data) {
+  std::string out = "event: ";
+  out += name;
+  out += '\n';
+  out += sse_frame(data);
+  return out;
+}
+
 SseStream::SseStream(std::shared_ptr<http::Exchange> ex, http::Response head, std::chrono::milliseconds keepalive)
     : ex_(std::move(ex)), head_(std::move(head)), keepalive_(keepalive), last_write_(std::chrono::steady_clock::now()) {
   head_.body.clear();

@@ -23,6 +23,9 @@ inline constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
 
 // "data: " + compact JSON (invalid UTF-8 replaced by U+FFFD) + "\n\n".
 std::string sse_frame(const nlohmann::json& chunk);
+// A named event, as the Responses and Anthropic Messages APIs stream them:
+// "event: <name>\n" + sse_frame(data). `name` must hold no line break.
+std::string sse_event(std::string_view name, const nlohmann::json& data);
 
 // One event-stream response on an exchange, started lazily: its head (status 200 and header
 // fields) goes out with the first frame — so that until then the request may still be
