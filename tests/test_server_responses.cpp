@@ -181,7 +181,9 @@ TEST_F(ServerResponses, ToolCallRoundTripStreamedAndNot) {
       if (types.back() == name) continue;
     }
     if (name == "response.function_call_arguments.done") done_args = data["arguments"];
-    if (name == "response.output_item.added") EXPECT_EQ(data["item"]["type"], "function_call");
+    if (name == "response.output_item.added") {
+      EXPECT_EQ(data["item"]["type"], "function_call");
+    }
     types.push_back(name);
   }
   const std::vector<std::string> want = {"response.created",
