@@ -4,6 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu_features.h"
+#include "kernels/recurrent_inl.h"
+#include "kernels/simd16_scalar.h"
+
 namespace ubatch::kernels {
 
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
@@ -29,36 +33,49 @@ void l2_normalize(float* x, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void delta_rule_step(float* S, const float* q, const float* k, const float* v, float decay, float beta,
-                     float* o, int d_k, int d_v) {
-  // u_j = β (v_j − Σ_i decay·S[i][j] k_i); the decay is applied while reading S once.
-  float* u = o;  // o is written last; use it as the [d_v] accumulator of Sᵀk
-  for (int j = 0; j < d_v; ++j) u[j] = 0.0f;
-  for (int i = 0; i < d_k; ++i) {
-    float* row = S + static_cast<int64_t>(i) * d_v;
-    const float ki = k[i];
-    for (int j = 0; j < d_v; ++j) {
-      row[j] *= decay;
-      u[j] += row[j] * ki;
-    }
+namespace avx2 {
+void delta_rule_tokens(const DeltaRuleArgs& args);
+}
+namespace avx512 {
+void delta_rule_tokens(const DeltaRuleArgs& args);
+}
+namespace neon {
+void delta_rule_tokens(const DeltaRuleArgs& args);
+}
+
+namespace ref {
+void delta_rule_tokens(const DeltaRuleArgs& args) { simd16::delta_rule_tokens_row<scalar::Simd16>(args); }
+}  // namespace ref
+
+void delta_rule_tokens(const DeltaRuleArgs& args) {
+  switch (simd_level()) {
+#if defined(UBATCH_X86_KERNELS)
+    case SimdLevel::Amx:  // no tile path: the AVX-512 one
+    case SimdLevel::Avx512: return avx512::delta_rule_tokens(args);
+    case SimdLevel::Avx2: return avx2::delta_rule_tokens(args);
+#elif defined(UBATCH_ARM_KERNELS)
+    case SimdLevel::Dotprod:  // no dot products here: the NEON one
+    case SimdLevel::Neon: return neon::delta_rule_tokens(args);
+#endif
+    default: break;
   }
-  for (int j = 0; j < d_v; ++j) u[j] = beta * (v[j] - u[j]);
-  // S += k uᵀ, and o = Sᵀq over the updated rows in the same pass. u lives in o, so keep a copy.
-  float ubuf[512];
-  float* uc = d_v <= 512 ? ubuf : nullptr;
-  float* heap = nullptr;
-  if (!uc) uc = heap = new float[static_cast<size_t>(d_v)];
-  std::memcpy(uc, u, sizeof(float) * static_cast<size_t>(d_v));
-  for (int j = 0; j < d_v; ++j) o[j] = 0.0f;
-  for (int i = 0; i < d_k; ++i) {
-    float* row = S + static_cast<int64_t>(i) * d_v;
-    const float ki = k[i], qi = q[i];
-    for (int j = 0; j < d_v; ++j) {
-      row[j] += ki * uc[j];
-      o[j] += row[j] * qi;
-    }
-  }
-  delete[] heap;
+  ref::delta_rule_tokens(args);
+}
+
+void delta_rule_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, float* o,
+                     int d_k, int d_v) {
+  DeltaRuleArgs a;
+  a.S = S;
+  a.d_k = d_k;
+  a.d_v = d_v;
+  a.n_tokens = 1;
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.decay = &decay;
+  a.beta = &beta;
+  a.o = o;
+  delta_rule_tokens(a);
 }
 
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }

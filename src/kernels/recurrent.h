@@ -6,9 +6,10 @@
 // scalar decay per head; the short causal convolution of Mamba (Gu & Dao 2023) and of LFM2's
 // gated short-convolution block (Liquid AI 2025).
 //
-// Every function is plain scalar C++ with a fixed summation order, so results are identical at
-// every SIMD level and for every batch composition (a sequence's state only ever sees its own
-// tokens, one at a time).
+// Results are identical at every SIMD level (conv1d_step and l2_normalize are plain scalar code;
+// delta_rule_step is written once over the 16-lane vocabulary, recurrent_inl.h, and dispatched
+// like the other float kernels) and for every batch composition (a sequence's state only ever
+// sees its own tokens, one at a time).
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,35 @@ void conv1d_step(const float* in, float* state, const float* w, float* out, int6
 // x ← x / max(‖x‖₂, eps) over n elements (the L2 normalisation of Gated DeltaNet's q and k).
 void l2_normalize(float* x, int64_t n, float eps);
 
-// One token of the gated delta rule for one head, state S [d_k, d_v] (row i = key index i):
+// Tokens of one sequence through the gated delta rule for one head, state S [d_k, d_v] (row i =
+// key index i), in order; per token:
 //   S ← decay · S;  u = β · (v − Sᵀk);  S ← S + k uᵀ;  o = Sᵀq
-// q, k: [d_k]; v, o: [d_v]. decay = exp(g) in (0, 1]; β in (0, 1).
+// Token r reads row rows[r] (r itself when rows is null) of q, k ([d_k] at row·qk_stride), v
+// ([d_v] at row·v_stride), decay and β (at row·gate_stride; decay = e^g in (0, 1], β in (0, 1)),
+// and writes o ([d_v] at row·o_stride). snapshots: null, or per token null or a [d_k, d_v]
+// buffer that receives S as it stands after that token. Computed as u = β (v − decay·(Sᵀk)),
+// S ← decay·S + k uᵀ (one fma per element), o = Sᵀq; the sums over i keep four partial sums
+// (i mod 4) of fused multiply-adds, added as (s0 + s1) + (s2 + s3) (recurrent_inl.h).
+struct DeltaRuleArgs {
+  float* S = nullptr;
+  int d_k = 0, d_v = 0;
+  int n_tokens = 0;
+  const int32_t* rows = nullptr;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  int64_t qk_stride = 0;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  const float* decay = nullptr;
+  const float* beta = nullptr;
+  int64_t gate_stride = 0;
+  float* o = nullptr;
+  int64_t o_stride = 0;
+  float* const* snapshots = nullptr;
+};
+void delta_rule_tokens(const DeltaRuleArgs& args);
+
+// One token (the same arithmetic as delta_rule_tokens with n_tokens 1): q, k [d_k]; v, o [d_v].
 void delta_rule_step(float* S, const float* q, const float* k, const float* v, float decay, float beta,
                      float* o, int d_k, int d_v);
 
@@ -37,5 +64,10 @@ void delta_rule_step(float* S, const float* q, const float* k, const float* v, f
 float softplus(float x);
 // 1 / (1 + e⁻ˣ)
 float sigmoid(float x);
+
+namespace ref {
+// The scalar instantiation of delta_rule_tokens (the reference of the SIMD levels).
+void delta_rule_tokens(const DeltaRuleArgs& args);
+}  // namespace ref
 
 }  // namespace ubatch::kernels

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "kernels/recurrent.h"
@@ -91,21 +92,41 @@ class DeltaNetBlock final : public Block {
         }
       }
     });
-    // Phase 2, per (sequence, value head) in token order: the delta rule.
+    // Phase 2, per (sequence, value head): the delta rule over the sequence's tokens in order.
     const int64_t n_tasks = int64_t{n_seqs} * Hv;
     fp.pool.run([&](int ith, int nth) {
+      std::vector<float*> snaps;
       for (int64_t task = ith; task < n_tasks; task += nth) {
         const int s = static_cast<int>(task / Hv), h = static_cast<int>(task % Hv), kh = h % Hk;
+        const std::vector<int32_t>& rows = st.seq_rows[static_cast<size_t>(s)];
         const size_t s_off = off + conv_floats + static_cast<size_t>(h) * head_floats;
-        float* S = st.seq_state[static_cast<size_t>(s)] + s_off;
-        for (int32_t t : st.seq_rows[static_cast<size_t>(s)]) {
-          const float* row = qkv + int64_t{t} * C;
-          kernels::delta_rule_step(S, row + int64_t{kh} * d, row + QK + int64_t{kh} * d, row + 2 * QK + int64_t{h} * d,
-                                   alpha[int64_t{t} * Hv + h], beta[int64_t{t} * Hv + h], o + int64_t{t} * I + int64_t{h} * d,
-                                   d, d);
-          if (!st.checkpoint.empty() && st.checkpoint[static_cast<size_t>(t)])
-            std::memcpy(st.checkpoint[static_cast<size_t>(t)] + s_off, S, head_floats * sizeof(float));
+        kernels::DeltaRuleArgs a;
+        a.S = st.seq_state[static_cast<size_t>(s)] + s_off;
+        a.d_k = d;
+        a.d_v = d;
+        a.n_tokens = static_cast<int>(rows.size());
+        a.rows = rows.data();
+        a.q = qkv + int64_t{kh} * d;
+        a.k = qkv + QK + int64_t{kh} * d;
+        a.qk_stride = C;
+        a.v = qkv + 2 * QK + int64_t{h} * d;
+        a.v_stride = C;
+        a.decay = alpha + h;
+        a.beta = beta + h;
+        a.gate_stride = Hv;
+        a.o = o + int64_t{h} * d;
+        a.o_stride = I;
+        if (!st.checkpoint.empty()) {
+          snaps.assign(rows.size(), nullptr);
+          bool any = false;
+          for (size_t r = 0; r < rows.size(); ++r)
+            if (float* cp = st.checkpoint[static_cast<size_t>(rows[r])]) {
+              snaps[r] = cp + s_off;
+              any = true;
+            }
+          if (any) a.snapshots = snaps.data();
         }
+        kernels::delta_rule_tokens(a);
       }
     });
     // Gated RMSNorm per head, then the output projection.
