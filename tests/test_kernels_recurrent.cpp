@@ -139,7 +139,7 @@ TEST(KernelsRecurrent, DeltaRuleMatchesItsDefinitionAndEveryLevelTheReference) {
 }
 
 TEST(KernelsRecurrent, ConvolutionStepKeepsTheLastInputs) {
-  const int n_ch = 5, k_size = 4;
+  const int n_ch = 300, k_size = 4;  // more channels than one 256-channel chunk
   std::mt19937 rng(3);
   const std::vector<float> w = rec_random(size_t(n_ch) * k_size, rng);
   std::vector<float> state(size_t(k_size - 1) * n_ch, 0.0f);
@@ -150,9 +150,9 @@ TEST(KernelsRecurrent, ConvolutionStepKeepsTheLastInputs) {
     kernels::conv1d_step(inputs.back().data(), state.data(), w.data(), out.data(), n_ch, k_size);
     for (int c = 0; c < n_ch; ++c) {
       double want = 0;  // tap k_size − 1 on this token, tap j on the token k_size − 1 − j back (zeros before 0)
-      for (int j = 0; j < k_size; ++j) {
+      for (int j = 0; j < k_size; ++j) {  // w is tap-major: tap j of channel c at w[j·n_ch + c]
         const int src = t - (k_size - 1 - j);
-        if (src >= 0) want += double(w[size_t(c) * k_size + j]) * inputs[size_t(src)][size_t(c)];
+        if (src >= 0) want += double(w[size_t(j) * n_ch + c]) * inputs[size_t(src)][size_t(c)];
       }
       EXPECT_NEAR(out[c], want, 1e-5) << "t " << t << " c " << c;
     }

@@ -12,16 +12,26 @@ namespace ubatch::kernels {
 
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
   const int n_prev = k_size - 1;
-  for (int64_t c = 0; c < n_ch; ++c) {
-    const float* wc = w + c * k_size;
-    const float cur = in[c];
-    float acc = 0.0f;
-    for (int j = 0; j < n_prev; ++j) acc += wc[j] * state[int64_t{j} * n_ch + c];
-    acc += wc[n_prev] * cur;
+  // acc[c] = Σ_{j < n_prev} w[j][c]·state[j][c], then + w[n_prev][c]·in[c]: the order of the
+  // scalar definition, channel by channel. out may alias in: the current inputs are consumed last.
+  float acc_buf[256];
+  for (int64_t c0 = 0; c0 < n_ch; c0 += 256) {
+    const int64_t nc = std::min<int64_t>(256, n_ch - c0);
+    for (int64_t c = 0; c < nc; ++c) acc_buf[c] = 0.0f;
+    for (int j = 0; j < n_prev; ++j) {
+      const float* wj = w + int64_t{j} * n_ch + c0;
+      const float* sj = state + int64_t{j} * n_ch + c0;
+      for (int64_t c = 0; c < nc; ++c) acc_buf[c] += wj[c] * sj[c];
+    }
     // Shift the window: row j takes row j + 1, the last row takes this input.
-    for (int j = 0; j + 1 < n_prev; ++j) state[int64_t{j} * n_ch + c] = state[int64_t{j + 1} * n_ch + c];
-    if (n_prev > 0) state[int64_t{n_prev - 1} * n_ch + c] = cur;
-    out[c] = acc;
+    for (int j = 0; j + 1 < n_prev; ++j)
+      std::memcpy(state + int64_t{j} * n_ch + c0, state + int64_t{j + 1} * n_ch + c0, sizeof(float) * size_t(nc));
+    const float* wl = w + int64_t{n_prev} * n_ch + c0;
+    for (int64_t c = 0; c < nc; ++c) {
+      const float cur = in[c0 + c];
+      if (n_prev > 0) state[int64_t{n_prev - 1} * n_ch + c0 + c] = cur;
+      out[c0 + c] = acc_buf[c] + wl[c] * cur;
+    }
   }
 }
 

@@ -20,9 +20,11 @@ namespace ubatch::kernels {
 //   in:    [n_ch]             this token's input
 //   state: [k_size - 1, n_ch] the previous k_size − 1 inputs, oldest first (zeros at the start);
 //                             updated in place: shifted by one, `in` appended
-//   w:     [n_ch, k_size]     taps per channel, tap k_size − 1 multiplies the current input
-//   out:   [n_ch]             Σ_j w[c][j] · window[j][c], window = state rows then `in`
-// out may alias in. k_size >= 1.
+//   w:     [k_size, n_ch]     taps, tap-major (tap j of channel c at w[j·n_ch + c]); tap k_size − 1
+//                             multiplies the current input (GGUF stores [n_ch, k_size]: transpose once)
+//   out:   [n_ch]             Σ_j w[j][c] · window[j][c] in order of j, window = state rows then `in`
+// out may alias in. k_size >= 1. Channels are independent, so the loops run over contiguous
+// channels (vectorised by the compiler without changing any channel's arithmetic).
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 
 // x ← x / max(‖x‖₂, eps) over n elements (the L2 normalisation of Gated DeltaNet's q and k).

@@ -34,7 +34,11 @@ class DeltaNetBlock final : public Block {
     if (!(s = b.matrix(name("attn_gate"), E, hp.ssm_inner_size, w_z_))) return s;
     if (!(s = b.matrix(name("ssm_beta"), E, Hv, w_beta_))) return s;
     if (!(s = b.matrix(name("ssm_alpha"), E, Hv, w_alpha_))) return s;
-    if (!(s = b.f32_matrix(name("ssm_conv1d"), hp.ssm_conv_kernel, C, conv_))) return s;
+    const float* conv = nullptr;  // [channels, taps] as stored
+    if (!(s = b.f32_matrix(name("ssm_conv1d"), hp.ssm_conv_kernel, C, conv))) return s;
+    conv_.resize(static_cast<size_t>(C) * hp.ssm_conv_kernel);  // tap-major for kernels::conv1d_step
+    for (int64_t c = 0; c < C; ++c)
+      for (int j = 0; j < hp.ssm_conv_kernel; ++j) conv_[size_t(j) * C + c] = conv[c * hp.ssm_conv_kernel + j];
     if (!(s = b.vector(name("ssm_dt", "bias"), Hv, dt_bias_))) return s;
     if (!(s = b.vector(fmt::format("blk.{}.ssm_a", il), Hv, a_))) return s;
     if (!(s = b.vector(name("ssm_norm"), hp.ssm_state_size, norm_))) return s;
@@ -74,7 +78,7 @@ class DeltaNetBlock final : public Block {
         float* conv_state = st.seq_state[static_cast<size_t>(s)] + off;
         for (int32_t t : st.seq_rows[static_cast<size_t>(s)]) {
           float* row = qkv + int64_t{t} * C;
-          kernels::conv1d_step(row, conv_state, conv_, row, C, K);
+          kernels::conv1d_step(row, conv_state, conv_.data(), row, C, K);
           kernels::silu(row, row, C);
           for (int h = 0; h < Hk; ++h) {
             kernels::l2_normalize(row + int64_t{h} * d, d, hp.rms_eps);
@@ -149,7 +153,7 @@ class DeltaNetBlock final : public Block {
   kernels::WeightView w_beta_;   // [value heads, n_embd]
   kernels::WeightView w_alpha_;  // [value heads, n_embd]
   kernels::WeightView w_out_;    // [n_embd, inner]
-  const float* conv_ = nullptr;     // [conv channels, conv_kernel]
+  std::vector<float> conv_;         // [conv_kernel, conv channels] (tap-major copy of ssm_conv1d)
   const float* dt_bias_ = nullptr;  // [value heads]
   const float* a_ = nullptr;        // [value heads] −exp(A_log)
   const float* norm_ = nullptr;     // [state_size] shared by the heads

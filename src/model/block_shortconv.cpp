@@ -7,6 +7,7 @@
 // run one at a time in position order.
 #include <cstring>
 #include <fmt/format.h>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "kernels/recurrent.h"
@@ -25,7 +26,11 @@ class ShortConvBlock final : public Block {
     const int64_t E = hp.n_embd;
     Status s;
     if (!(s = b.matrix(name("in_proj"), E, 3 * E, w_in_))) return s;
-    if (!(s = b.f32_matrix(name("conv"), hp.shortconv_l_cache, E, conv_))) return s;
+    const float* conv = nullptr;  // [n_embd, taps] as stored
+    if (!(s = b.f32_matrix(name("conv"), hp.shortconv_l_cache, E, conv))) return s;
+    conv_.resize(static_cast<size_t>(E) * hp.shortconv_l_cache);  // tap-major for kernels::conv1d_step
+    for (int64_t c = 0; c < E; ++c)
+      for (int j = 0; j < hp.shortconv_l_cache; ++j) conv_[size_t(j) * E + c] = conv[c * hp.shortconv_l_cache + j];
     return b.matrix(name("out_proj"), E, E, w_out_);
   }
 
@@ -49,7 +54,7 @@ class ShortConvBlock final : public Block {
           float* row = bcx + int64_t{t} * 3 * E;
           float* yt = y + int64_t{t} * E;
           kernels::mul(row, row + 2 * E, yt, E);  // B ⊙ x
-          kernels::conv1d_step(yt, state, conv_, yt, E, L);
+          kernels::conv1d_step(yt, state, conv_.data(), yt, E, L);
           kernels::mul(row + E, yt, yt, E);       // C ⊙ conv
           if (!st.checkpoint.empty() && st.checkpoint[static_cast<size_t>(t)])
             std::memcpy(st.checkpoint[static_cast<size_t>(t)] + off, state, state_floats * sizeof(float));
@@ -62,7 +67,7 @@ class ShortConvBlock final : public Block {
  private:
   kernels::WeightView w_in_;   // [3 n_embd, n_embd]
   kernels::WeightView w_out_;  // [n_embd, n_embd]
-  const float* conv_ = nullptr;  // [n_embd, l_cache]
+  std::vector<float> conv_;  // [l_cache, n_embd] (tap-major copy of shortconv.conv)
 };
 
 }  // namespace
