@@ -426,6 +426,37 @@ TEST_P(HybridState, PrefixSnapshotResumesTheState) {
   ctx->kv().check_invariants();
 }
 
+// More sequences reach a block boundary in one decode than the snapshot budget holds: the
+// snapshots this decode takes are never evicted by its own later ones (their buffers are written
+// by its forward pass; ASan runs this test), the count stays within the budget, and a later decode
+// evicts the least recently used.
+TEST_P(HybridState, PrefixSnapshotsStayWithinTheirBudget) {
+  UBATCH_REQUIRE_REFERENCE();
+  Result<std::unique_ptr<Model>> m = Model::load(hy_model_file(GetParam()));
+  ASSERT_TRUE(m.is_ok());
+  const uint64_t state = state_bytes_per_sequence(m.value()->hparams());
+  ASSERT_GT(state, 0u);
+  ContextParams p;
+  p.n_ctx = 1024;
+  p.n_threads = 2;
+  p.state_snapshot_bytes = state * 5 / 2;  // two snapshots
+  Result<std::unique_ptr<Context>> c = Context::create(std::shared_ptr<Model>(std::move(m.value())), p);
+  ASSERT_TRUE(c.is_ok());
+  Context& ctx = *c.value();
+  const std::vector<int32_t> t = hy_prompt();
+  for (int round = 0; round < 2; ++round) {
+    Batch b;
+    for (int32_t seq = 0; seq < 5; ++seq)
+      for (int32_t i = 0; i < 20; ++i) b.add(t[size_t(seq * 20 + i + round * 7) % t.size()], i, seq + 5 * round, i == 19);
+    ASSERT_TRUE(ctx.decode(b).ok());
+    const KvStats st = ctx.kv().stats();
+    EXPECT_EQ(st.n_snapshots, 2);
+    EXPECT_LE(st.snapshot_bytes, p.state_snapshot_bytes);
+    EXPECT_EQ(st.snapshot_evictions, round == 0 ? 0u : 2u);
+  }
+  ctx.kv().check_invariants();
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, HybridState, ::testing::Values("tiny-qwen35-q8_0", "tiny-lfm2-q4_k_m"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string n = info.param;

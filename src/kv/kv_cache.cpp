@@ -83,13 +83,17 @@ bool KvCache::restore_before(Sequence& s, int32_t p0) {
   return true;
 }
 
-void KvCache::trim_snapshots(uint64_t keep_free) {
+bool KvCache::trim_snapshots(uint64_t keep_free) {
   const uint64_t bytes = state_floats_ * sizeof(float);
-  while (!snapshot_lru_.empty() && snapshots_.size() * bytes + keep_free > cfg_.snapshot_budget_bytes) {
-    snapshots_.erase(snapshot_lru_.front());
+  while (snapshots_.size() * bytes + keep_free > cfg_.snapshot_budget_bytes) {
+    if (snapshot_lru_.empty()) return false;
+    auto it = snapshots_.find(snapshot_lru_.front());
+    if (it->second.placement == placements_) return false;  // this placement's own (most recent anyway)
+    snapshots_.erase(it);
     snapshot_lru_.pop_front();
     ++snapshot_evictions_;
   }
+  return true;
 }
 
 size_t KvCache::storage_bytes() const {
@@ -520,6 +524,7 @@ Status KvCache::place(const int32_t* token, const int32_t* pos, const int32_t* s
 void KvCache::place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_tokens, StateView& view,
                           const uint8_t* checkpoint) {
   const int32_t bs = cfg_.block_size;
+  ++placements_;
   view.state_floats = state_floats_;
   view.layer_offset = state_offset_;
   view.seq_state.clear();
@@ -566,8 +571,7 @@ void KvCache::place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_t
       continue;
     }
     const uint64_t bytes = state_floats_ * sizeof(float);
-    if (bytes > cfg_.snapshot_budget_bytes) continue;
-    trim_snapshots(bytes);
+    if (bytes > cfg_.snapshot_budget_bytes || !trim_snapshots(bytes)) continue;
     const int32_t t = rows[static_cast<size_t>(boundary - 1 - n_before)];
     StateBuf buf;
     for (auto& [p, cp] : s.checkpoints)
@@ -575,7 +579,7 @@ void KvCache::place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_t
     if (!buf) buf = new_state(false);
     view.checkpoint[static_cast<size_t>(t)] = buf.get();
     snapshot_lru_.push_back(key);
-    snapshots_.emplace(key, Snapshot{std::move(buf), std::prev(snapshot_lru_.end())});
+    snapshots_.emplace(key, Snapshot{std::move(buf), std::prev(snapshot_lru_.end()), placements_});
   }
 }
 

@@ -190,6 +190,7 @@ class KvCache {
   struct Snapshot {
     StateBuf state;
     std::list<uint64_t>::iterator lru;
+    uint64_t placement = 0;  // the place() call that took it (its buffer is written by that forward pass)
   };
   explicit KvCache(const KvCacheConfig& config);
 
@@ -206,7 +207,9 @@ class KvCache {
   bool restore_before(Sequence& s, int32_t p0);  // the state after p0 − 1, or false
   void place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_tokens, StateView& view,
                    const uint8_t* checkpoint);
-  void trim_snapshots(uint64_t keep_free);
+  // Evicts least-recently-used snapshots until keep_free more bytes fit the budget; never one
+  // taken by the current placement (its forward pass has yet to write it). False: no room.
+  bool trim_snapshots(uint64_t keep_free);
 
   KvCacheConfig cfg_;
   int32_t n_blocks_ = 0;
@@ -240,6 +243,7 @@ class KvCache {
   std::unordered_map<uint64_t, Snapshot> snapshots_;
   std::list<uint64_t> snapshot_lru_;  // least recent first
   uint64_t snapshot_evictions_ = 0;
+  uint64_t placements_ = 0;  // place() calls with state, numbering the snapshots' placement
 
   // Placement scratch for the view.
   std::vector<int32_t> write_cell_, n_visible_;
