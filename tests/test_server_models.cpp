@@ -74,6 +74,7 @@ struct MultiOptions {
   int load_delay_ms = 0;        // the loader sleeps this long first (a slow load)
   double model_wait_s = 120;
   bool preload = true;
+  std::string default_chat;     // --chat-model ("": the first)
 };
 
 // "llama" (tiny-llama-q8_0) and "gemma" (tiny-gemma3-q8_0) behind one server.
@@ -90,6 +91,7 @@ std::unique_ptr<MultiServer> serve_two(MultiOptions o = {}) {
   models[1] = {"gemma", tiny_gemma(), "gemma3", 0, o.model_bytes};
   server::RegistryOptions ropt;
   ropt.budget_bytes = o.budget;
+  ropt.default_chat = o.default_chat;
   MultiServer* raw = s.get();
   const int delay = o.load_delay_ms;
   Status st = s->http->serve_models(models, [raw, delay](const server::ModelInfo& info) {
@@ -154,6 +156,33 @@ TEST(ServerModels, RoutesByNameAndNamesTheModelThatRan) {
   Reply none = post(s->port, "/v1/completions", completion("").dump());
   ASSERT_EQ(none.status, 200) << none.body;
   EXPECT_EQ(none.parsed()["model"], "llama");
+}
+
+// The model a dashboard event stream watches: the one named, else the chat default (where the
+// page's own "auto" chat goes), as the snapshot's settings say.
+std::string watched_model(int port, const std::string& query) {
+  std::string buf, model;
+  get_stream(port, "/v1/dashboard/events?interval_ms=100" + query, {}, [&](int status, std::string_view data) {
+    if (status != 200) return false;
+    buf.append(data);
+    const size_t at = buf.find("data: ");
+    const size_t end = at == std::string::npos ? at : buf.find("\n\n", at);
+    if (end == std::string::npos) return true;
+    const json snap = json::parse(buf.substr(at + 6, end - at - 6), nullptr, false);
+    model = snap.is_object() ? snap["settings"].value("model", "") : "";
+    return false;
+  });
+  return model;
+}
+
+TEST(ServerModels, TheDashboardWatchesTheChatDefaultUnlessNamed) {
+  UBATCH_REQUIRE_REFERENCE();
+  MultiOptions o;
+  o.default_chat = "gemma";
+  auto s = serve_two(o);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(watched_model(s->port, ""), "gemma");
+  EXPECT_EQ(watched_model(s->port, "&model=llama"), "llama");
 }
 
 TEST(ServerModels, UnknownNameIs404WithSeveralModels) {

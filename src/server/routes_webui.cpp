@@ -209,7 +209,8 @@ void dashboard_events(ServerState& state, const std::shared_ptr<std::atomic<int>
     ex->respond(std::move(res));
   };
   if (state.draining) return refuse(unavailable("the server is shutting down", kDrainingRetryAfterS));
-  // ?model=NAME: that model, when loaded; without it the first loaded model.
+  // ?model=NAME: that model, when loaded; without it the chat default when loaded, else the
+  // first loaded model.
   const std::optional<std::string> name = query_param(ex->request().query, "model");
   if (!name) return refuse(invalid_request("'model' is not a valid query parameter", "model"));
   ModelRegistry& models = *state.models;
@@ -221,6 +222,10 @@ void dashboard_events(ServerState& state, const std::shared_ptr<std::atomic<int>
     b = model_now(state, *name, RequestKind::Other, &error);
     if (!b) return refuse(error);
   } else {
+    // Without a name: the model chat requests without one go to (the page's own chat, and most
+    // interactive traffic, lands there), else the first loaded model.
+    if (std::optional<size_t> chat = models.resolve("", RequestKind::Chat))
+      if ((b = models.try_acquire(*chat, false))) index = chat;
     for (size_t i = 0; i < models.size() && !b; ++i)
       if ((b = models.try_acquire(i, false))) index = i;
     if (!b) return refuse(unavailable("no model is loaded yet; retry shortly", 1));

@@ -200,6 +200,10 @@ def main():
         check(second["now_ms"] > first["now_ms"], "the snapshot clock did not move")
         tiles = {i: driver.find_element(By.ID, i).text for i in ("t-tps", "t-seqs", "t-kv", "t-fill", "t-ttft", "t-itl")}
         check(all(v and v != "–" for v in tiles.values()), f"empty tiles: {tiles}")
+        # Every tile's value fits its tile (a cut one ended in an ellipsis: "563 ms / 56…").
+        cut = js("""return [...document.querySelectorAll('.tile .value')]
+            .filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.id + ': ' + e.textContent);""")
+        check(not cut, f"tile values cut at the tile's width: {cut}")
         wait_for(lambda: float(driver.find_element(By.ID, "t-tps").text.replace(",", "") or 0) > 0, 30,
                  "output tokens/s above 0")
         # What the page shows moved too (generated tokens, steps, finished requests).

@@ -114,10 +114,11 @@ function renderTiles(s) {
   setText("t-hit", pct(hit1m !== null ? hit1m : s.prefix_cache.hit_rate));
   setText("t-hit-sub", `${hit1m !== null ? "last minute" : "no prompts this minute"} · all time ${pct(s.prefix_cache.hit_rate)}`);
   const lat = s.latency;
-  setText("t-ttft", `${fmtMs(lat.ttft_ms.count ? lat.ttft_ms.p50 : null)} / ${fmtMs(lat.ttft_ms.count ? lat.ttft_ms.p99 : null)}`);
-  setText("t-ttft-sub", `${fmt(lat.ttft_ms.count)} requests`);
-  setText("t-itl", `${fmtMs(lat.itl_ms.count ? lat.itl_ms.p50 : null)} / ${fmtMs(lat.itl_ms.count ? lat.itl_ms.p99 : null)}`);
-  setText("t-itl-sub", `${fmt(lat.itl_ms.count)} gaps`);
+  // p50 as the value, p99 in the line below: both in one value were cut at a tile's width.
+  setText("t-ttft", fmtMs(lat.ttft_ms.count ? lat.ttft_ms.p50 : null));
+  setText("t-ttft-sub", `p99 ${fmtMs(lat.ttft_ms.count ? lat.ttft_ms.p99 : null)} · ${fmt(lat.ttft_ms.count)} requests`);
+  setText("t-itl", fmtMs(lat.itl_ms.count ? lat.itl_ms.p50 : null));
+  setText("t-itl-sub", `p99 ${fmtMs(lat.itl_ms.count ? lat.itl_ms.p99 : null)} · ${fmt(lat.itl_ms.count)} gaps`);
 }
 
 function renderCharts(s) {

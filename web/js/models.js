@@ -1,7 +1,8 @@
 // The model selector in the page's header: the models GET /v1/models lists, with their state
 // (loaded, loading, unloaded). "auto" leaves the choice to the server: chat requests go to its
 // chat model (--chat-model; by default the instruct model) and completions to its completion
-// model. The playground sends the selection as "model"; the dashboard watches it.
+// model. The playground sends the selection as "model"; the dashboard watches it (with "auto",
+// the chat model: the page's own chat lands there).
 import { getJson } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
