@@ -311,8 +311,8 @@ bool mxfp4_to_q8_0(const void* src, void* dst, int64_t n) {
     // Values k · 2^(e − 128) = (k · 2^s) · 2^(e − 128 − s): the smallest s in [0, 3] whose
     // power of two is an f16 (2^−24 … 2^15); |k · 2^s| <= 96 fits int8.
     const int exp2 = int{b[0]} - 128;
-    const int s = exp2 >= -24 ? 0 : -24 - exp2;
-    if (exp2 > 15 || s > 3) return false;
+    const int s = exp2 > 15 ? exp2 - 15 : 0;
+    if (exp2 < -24 || s > 3) return false;
     q->d = fp32_to_fp16(std::ldexp(1.0f, exp2 - s));
     for (int j = 0; j < 32; ++j) q->qs[j] = static_cast<int8_t>(k[j] * (1 << s));
   }

@@ -32,7 +32,7 @@ inline int mxfp4_code(unsigned nibble) {
 // q = code · 2^s, d = 2^(e − 128 − s) as f16, s in [0, 3] the smallest that makes d an f16;
 // blocks whose codes are all zero get d = 0. The matmul kernels then run MXFP4 weights through
 // the Q8_0 path, bit-identical on every SIMD level. Returns false (dst partly written) when a
-// block with a non-zero code has e − 128 outside [−27, 15], which no Q8_0 block holds exactly.
+// block with a non-zero code has e − 128 outside [−24, 18], which no Q8_0 block holds exactly.
 bool mxfp4_to_q8_0(const void* src, void* dst, int64_t n);
 
 // dst[0..n) = values of the n elements stored at src (type t). n % block_size(t) == 0.
