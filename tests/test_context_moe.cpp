@@ -463,6 +463,20 @@ TEST(MoeStrictLoading, MxfpTinyScaleRunsExactly) {
   for (float x : l) ASSERT_TRUE(std::isfinite(x));
 }
 
+// qwen3moe's heads of 80 cannot be stored as Q8_0 KV blocks of 32: refused by the context with a
+// message, not an internal check in the attention kernel.
+TEST(MoeStrictLoading, Q8KvCacheNeedsHeadsOf32) {
+  UBATCH_REQUIRE_REFERENCE();
+  Result<std::unique_ptr<Model>> m = Model::load(moe_model_file("tiny-qwen3moe-q8_0"));
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  ContextParams p;
+  p.n_ctx = 256;
+  p.kv_type = TensorType::Q8_0;
+  Result<std::unique_ptr<Context>> c = Context::create(std::shared_ptr<Model>(std::move(m.value())), p);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.message().find("head size that is a multiple of 32; this model's is 80"), std::string::npos) << c.message();
+}
+
 // ---- Batch invariance of the expert-grouped execution ----------------------------------------------
 
 class MoeBatch : public ::testing::TestWithParam<const char*> {

@@ -93,7 +93,10 @@ TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
                            ("ubatch_levels_" + std::to_string(getpid()) + "_" +
                             std::filesystem::path(GetParam()).filename().string() + ".f32"))
                               .string();
+  // The qwen3moe files' heads of 80 take no Q8_0 KV cache (refused by the context).
+  const bool q8_kv = std::string(GetParam()).find("qwen3moe") == std::string::npos;
   for (const char* kv : {"f16", "q8_0"}) {
+    if (!q8_kv && std::string(kv) == "q8_0") continue;
     std::vector<uint8_t> first;
     for (const std::string& level : levels) {
       int status = -1;
