@@ -477,6 +477,43 @@ TEST(MoeStrictLoading, Q8KvCacheNeedsHeadsOf32) {
   EXPECT_NE(c.message().find("head size that is a multiple of 32; this model's is 80"), std::string::npos) << c.message();
 }
 
+// ---- Position shifts re-rotate keys with YaRN's angles -------------------------------------------
+
+// A prompt at 0..n-1 shifted by +d, then one more token, gives the logits of the same tokens placed
+// at d..d+n directly: seq_shift rotates with the YaRN frequency divisors the forward pass uses
+// and applies no second attention factor.
+TEST(MoeSeqShift, ShiftedKeysMatchKeysComputedAtTheNewPositions) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> prompt = moe_prompt();
+  const int32_t n = 40, d = 25;
+  for (const char* model : {"tiny-gptoss-f32", "tiny-qwen3moe-f32"}) {
+    SCOPED_TRACE(model);
+    auto make = [&] {
+      Result<std::unique_ptr<Model>> m = Model::load(moe_model_file(model));
+      EXPECT_TRUE(m.is_ok());
+      ContextParams p;
+      p.n_ctx = 256;
+      p.n_threads = 1;
+      p.kv_type = TensorType::F32;
+      return std::move(Context::create(std::shared_ptr<Model>(std::move(m.value())), p).value());
+    };
+    std::unique_ptr<Context> shifted = make(), direct = make();
+    Batch b;
+    for (int32_t i = 0; i < n; ++i) b.add(prompt[i], i, 0, false);
+    ASSERT_TRUE(shifted->decode(b).ok());
+    ASSERT_TRUE(shifted->kv().seq_shift(0, 0, -1, d));
+    b.clear();
+    b.add(prompt[n], n + d, 0, true);
+    ASSERT_TRUE(shifted->decode(b).ok());
+    b.clear();
+    for (int32_t i = 0; i <= n; ++i) b.add(prompt[i], i + d, 0, i == n);
+    ASSERT_TRUE(direct->decode(b).ok());
+    const std::vector<float> ls(shifted->logits(0), shifted->logits(0) + shifted->n_vocab());
+    const std::vector<float> ld(direct->logits(n), direct->logits(n) + direct->n_vocab());
+    EXPECT_LT(moe_max_rel_change(ld, ls, direct->n_vocab()), 1e-4);
+  }
+}
+
 // ---- Batch invariance of the expert-grouped execution ----------------------------------------------
 
 class MoeBatch : public ::testing::TestWithParam<const char*> {

@@ -274,7 +274,10 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
   Status s;
   if (!(s = read_int(f, a, "embedding_length", hp.n_embd, true))) return s;
   if (!(s = read_int(f, a, "block_count", hp.n_layer, true))) return s;
-  if (!(s = read_int(f, a, "feed_forward_length", hp.n_ff, true))) return s;
+  // Mixture-of-experts layers take their width from expert_feed_forward_length; a
+  // feed_forward_length there is optional and unused.
+  const bool dense_ffn = spec->ffn_kind == FfnKind::Dense;
+  if (!(s = read_int(f, a, "feed_forward_length", hp.n_ff, dense_ffn))) return s;
   if (!(s = read_int(f, a, "attention.head_count", hp.n_head, true))) return s;
   hp.n_kv_head = hp.n_head;
   std::vector<int64_t> kv_heads_per_layer;  // LayerPattern::KvHeadArray
@@ -308,7 +311,7 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
     return Status::error(fmt::format("model: {}.attention.layer_norm_rms_epsilon must be > 0, is {}", a, hp.rms_eps));
   if (!(hp.rope_base > 0.0f))
     return Status::error(fmt::format("model: {}.rope.freq_base must be > 0, is {}", a, hp.rope_base));
-  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_kv_head <= 0 || hp.n_ff <= 0)
+  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_kv_head <= 0 || (dense_ffn && hp.n_ff <= 0))
     return Status::error("model: embedding_length, block_count, feed_forward_length and head counts must be > 0");
   // Every layer has its own tensors (blk.N.*), so a block_count above the file's tensor count
   // cannot be true; refused here, before any per-layer table is sized by it (found by
