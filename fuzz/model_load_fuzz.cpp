@@ -1,7 +1,8 @@
 // libFuzzer entry for model loading (built with -DUBATCH_FUZZ=ON; docs/FUZZING.md).
 //
 // The GGUF reader has its own target (gguf_fuzz); this one starts from *valid* files — a small
-// synthetic model of every architecture ubatch runs (arch.cpp) — and applies edits chosen by the
+// synthetic model of every architecture ubatch runs (arch.cpp; the mixtures of experts with 3-D
+// expert tensors, retypable to MXFP4) — and applies edits chosen by the
 // input: keys dropped, set to other numbers, types or strings (RoPE scaling types included),
 // tensors dropped, reshaped or retyped, stray keys and tensors added. Every edited file must
 // either fail Model::load with a message, or load and then run a short decode without any
@@ -48,7 +49,8 @@ struct Spec {
 // A valid small model: n_embd 32, 2 heads of 16 (1 KV head), n_ff 64, vocabulary 40; layer
 // count and the architecture's own keys and tensors as a converter writes them.
 Spec make_spec(const std::string& arch) {
-  const int64_t E = 32, H = 2, KV = 1, D = arch == "qwen3" || arch == "gemma2" ? 32 : 16, F = 64, V = 40;
+  const int64_t E = 32, H = 2, KV = 1, D = arch == "qwen3" || arch == "gemma2" || arch == "qwen3moe" ? 32 : 16,
+                F = 64, V = 40;
   const int L = arch == "smollm3" ? 4 : 2;
   Spec s;
   auto k = [&](const std::string& n, uint32_t u) { s.keys.push_back({arch + "." + n, Key::U32, u, 0, "", {}}); };
@@ -58,6 +60,10 @@ Spec make_spec(const std::string& arch) {
   auto kf = [&](const std::string& n, float f) { s.keys.push_back({arch + "." + n, Key::F32, 0, f, "", {}}); };
   s.keys.push_back({"general.architecture", Key::STR, 0, 0, arch, {}});
   const bool qwen35 = arch == "qwen35", lfm2 = arch == "lfm2";
+  // Mixtures of experts: 4 experts of width 32 (feed_forward_length present, unused), 2 per
+  // token; gpt-oss with sinks, biases, a window on even layers and YaRN.
+  const bool qwen3moe = arch == "qwen3moe", gptoss = arch == "gpt-oss", moe = qwen3moe || gptoss;
+  const int64_t X = 4, FX = 32;
   k("context_length", 128);
   k("embedding_length", E);
   k("block_count", L);
@@ -80,6 +86,17 @@ Spec make_spec(const std::string& arch) {
     k("ssm.inner_size", SV * SD);
   }
   if (lfm2) k("shortconv.l_cache", LC);
+  if (moe) {
+    k("expert_count", X);
+    k("expert_used_count", 2);
+    k("expert_feed_forward_length", FX);
+  }
+  if (gptoss) {
+    k("attention.sliding_window", 4);
+    s.keys.push_back({arch + ".rope.scaling.type", Key::STR, 0, 0, "yarn", {}});
+    kf("rope.scaling.factor", 4.0f);
+    k("rope.scaling.original_context_length", 64);
+  }
   kf("attention.layer_norm_rms_epsilon", 1e-6f);
   kf("rope.freq_base", 10000.0f);
   if (D != E / H) {
@@ -100,7 +117,7 @@ Spec make_spec(const std::string& arch) {
   auto t = [&](const std::string& n, std::vector<int64_t> ne) { s.tensors.push_back({n, TensorType::F32, std::move(ne)}); };
   t("token_embd.weight", {E, V});
   t(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", {E});
-  if (arch == "qwen2" || arch == "phi3" || qwen35) t("output.weight", {E, V});
+  if (arch == "qwen2" || arch == "phi3" || qwen35 || gptoss) t("output.weight", {E, V});
   if (arch == "llama") t("rope_freqs.weight", {D / 2});
   if (arch == "phi3") {
     t("rope_factors_short.weight", {D / 2});
@@ -139,13 +156,31 @@ Spec make_spec(const std::string& arch) {
       t(b + "attn_k.weight", {E, KV * D});
       t(b + "attn_v.weight", {E, KV * D});
     }
-    if (arch == "qwen2") {
+    if (arch == "qwen2" || gptoss) {
       t(b + "attn_q.bias", {H * D});
       t(b + "attn_k.bias", {KV * D});
       t(b + "attn_v.bias", {KV * D});
     }
     t(b + "attn_output.weight", {H * D, E});
-    t(b + (qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), {E});
+    t(b + (qwen35 || gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), {E});
+    if (moe) {
+      t(b + "ffn_gate_inp.weight", {E, X});
+      t(b + "ffn_gate_exps.weight", {E, FX, X});
+      t(b + "ffn_up_exps.weight", {E, FX, X});
+      t(b + "ffn_down_exps.weight", {FX, E, X});
+      if (qwen3moe) {
+        t(b + "attn_q_norm.weight", {D});
+        t(b + "attn_k_norm.weight", {D});
+      } else {
+        t(b + "attn_output.bias", {E});
+        t(b + "attn_sinks.weight", {H});
+        t(b + "ffn_gate_inp.bias", {X});
+        t(b + "ffn_gate_exps.bias", {FX, X});
+        t(b + "ffn_up_exps.bias", {FX, X});
+        t(b + "ffn_down_exps.bias", {E, X});
+      }
+      continue;
+    }
     if (arch == "phi3") {
       t(b + "ffn_up.weight", {E, 2 * F});
     } else {
@@ -165,7 +200,8 @@ Spec make_spec(const std::string& arch) {
   return s;
 }
 
-const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "smollm3", "qwen35", "lfm2"};
+const char* const kArchs[] = {"llama",  "qwen2",  "qwen3", "phi3",     "gemma2", "gemma3",
+                              "smollm3", "qwen35", "lfm2",  "qwen3moe", "gpt-oss"};
 constexpr size_t kNumArchs = sizeof(kArchs) / sizeof(kArchs[0]);
 // Keys the edits may add (some read, some refused): every architecture-specific one we know.
 const char* const kExtraSuffixes[] = {
@@ -174,10 +210,12 @@ const char* const kExtraSuffixes[] = {
     "final_logit_softcapping", "rope.dimension_count", "attention.key_length", "vocab_size", "logit_scale",
     "expert_count", "rope.scaling.finetuned", "full_attention_interval", "ssm.conv_kernel", "ssm.state_size",
     "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "shortconv.l_cache", "nextn_predict_layers",
-    "rope.dimension_sections", "attention.head_count_kv"};
+    "rope.dimension_sections", "attention.head_count_kv", "expert_used_count", "expert_feed_forward_length",
+    "expert_shared_count"};
 constexpr size_t kNumExtraSuffixes = sizeof(kExtraSuffixes) / sizeof(kExtraSuffixes[0]);
 const char* const kStrings[] = {"linear", "none", "yarn", "longrope", "llama3", "", "dynamic"};
-const TensorType kTypes[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K};
+const TensorType kTypes[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K, TensorType::MXFP4};
+constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 
 std::vector<uint8_t> build(const Spec& s) {
   Writer w(3);
@@ -204,6 +242,11 @@ std::vector<uint8_t> build(const Spec& s) {
         fill = fill * 1103515245u + 12345u;
         const float v = (static_cast<float>((fill >> 8) & 0xffff) / 65535.0f - 0.5f) * 0.2f + (t.ne.size() == 1 ? 1.0f : 0.0f);
         std::memcpy(&data[static_cast<size_t>(i) * 4], &v, 4);
+      }
+    } else if (t.type == TensorType::MXFP4) {  // exponent byte 127 + v, codes from the fill
+      for (size_t i = 0; i < bytes; ++i) {
+        fill = fill * 1103515245u + 12345u;
+        data[i] = static_cast<uint8_t>(i % 17 == 0 ? 120 + (fill >> 28) : fill >> 24);
       }
     }  // other types: zero blocks (valid: zero scales)
     w.add_tensor(t.name, t.type, t.ne, data);
@@ -240,7 +283,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Tensor& t = s.tensors[idx % s.tensors.size()];
       t.ne[v % t.ne.size()] = (v / 4) % 2 ? t.ne[v % t.ne.size()] * 2 : std::max<int64_t>(1, t.ne[v % t.ne.size()] / 2);
     } else if (op == 6 && !s.tensors.empty()) {
-      s.tensors[idx % s.tensors.size()].type = kTypes[v % 4];
+      s.tensors[idx % s.tensors.size()].type = kTypes[v % kNumTypes];
     } else if (op == 7) {
       const char* suffix = kExtraSuffixes[idx % kNumExtraSuffixes];
       if (v % 4 == 0) s.keys.push_back({arch + "." + suffix, Key::STR, 0, 0, kStrings[v % 7], {}});

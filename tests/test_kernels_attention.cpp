@@ -542,5 +542,66 @@ TEST(KernelsAttention, ReadsTheQuantizerLayout) {
   }
 }
 
+// Attention sinks (attention.h): one logit per head joins the softmax denominator and adds no
+// value. Against the definition in double (out = out_without · L / (L + e^σ), all relative to
+// the common maximum), and the same bits on every level and per head; σ = −inf is no sink, a
+// huge σ takes (nearly) all the mass, no cells give zeros.
+TEST(KernelsAttention, SinksJoinTheDenominatorOnEveryLevel) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  uint64_t seed = 900;
+  int n_cases = 0;
+  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
+    for (int n_cells : {0, 1, 17, 64, 65, 130}) {
+      const int n_head = 4, n_kv_head = 2, hd = 64;
+      const Cache cache = make_cache(t, n_cells + 3, n_kv_head, hd, ++seed);
+      AttentionShape s = shape_of(cache, n_head);
+      const std::vector<float> sinks = {0.5f, -kInf, 3.0f, -2.0f};
+      s.sinks = sinks.data();
+      const std::vector<float> q = random_q(n_head * hd, ++seed, 2.0f);
+      std::vector<int32_t> cells;
+      for (int j = 0; j < n_cells; ++j) cells.push_back((j * 5 + 2) % (n_cells + 3));
+      AttentionShape plain = s;
+      plain.sinks = nullptr;
+      const std::vector<double> without = oracle(plain, q, cache, cells);
+      const std::vector<float> r = run({"ref", &ref::attention}, s, q, cache, cells);
+      const int group = n_head / n_kv_head, row = n_kv_head * hd;
+      for (int h = 0; h < n_head; ++h) {
+        double mx = sinks[static_cast<size_t>(h)];
+        std::vector<double> z;
+        for (int32_t c : cells) {
+          double dot = 0;
+          for (int d = 0; d < hd; ++d)
+            dot += double(q[static_cast<size_t>(h * hd + d)]) * cache.k_val[static_cast<size_t>(c * row + (h / group) * hd + d)];
+          z.push_back(dot * s.scale);
+          mx = std::max(mx, z.back());
+        }
+        double l = 0;
+        for (double v : z) l += std::exp(v - mx);
+        const double sink = std::exp(double(sinks[static_cast<size_t>(h)]) - mx);
+        const double f = n_cells == 0 ? 0.0 : l / (l + sink);
+        for (int d = 0; d < hd; ++d) {
+          const double want = without[static_cast<size_t>(h * hd + d)] * f;
+          EXPECT_NEAR(r[static_cast<size_t>(h * hd + d)], want, 1e-5 * (1 + std::fabs(want)))
+              << tensor_type_name(t) << " cells " << n_cells << " head " << h;
+        }
+      }
+      for (const Impl& impl : all_impls()) {
+        ASSERT_EQ(std::memcmp(run(impl, s, q, cache, cells).data(), r.data(), r.size() * 4), 0)
+            << impl.name << " " << tensor_type_name(t) << " cells " << n_cells;
+        for (int h = 0; h < n_head; ++h) {
+          const std::vector<float> part = run(impl, s, q, cache, cells, h, h + 1);
+          ASSERT_EQ(std::memcmp(part.data() + h * hd, r.data() + h * hd, sizeof(float) * hd), 0)
+              << impl.name << " per head " << h;
+        }
+      }
+      // The −inf head is the plain attention, bit for bit.
+      const std::vector<float> p = run({"ref", &ref::attention}, plain, q, cache, cells);
+      EXPECT_EQ(std::memcmp(p.data() + hd, r.data() + hd, sizeof(float) * hd), 0);
+      ++n_cases;
+    }
+  }
+  std::printf("%d sink cases\n", n_cases);
+}
+
 }  // namespace
 }  // namespace ubatch::kernels

@@ -35,11 +35,16 @@ const char* const kModels[] = {
     "tiny-smollm3-f32",  "tiny-smollm3-q8_0", "tiny-smollm3-q4_k_m",
     // The hybrid recurrent architectures (reference/hybrid/models).
     "hybrid/tiny-qwen35-f32", "hybrid/tiny-qwen35-q8_0", "hybrid/tiny-qwen35-q4_k_m",
-    "hybrid/tiny-lfm2-f32",   "hybrid/tiny-lfm2-q8_0",   "hybrid/tiny-lfm2-q4_k_m"};
+    "hybrid/tiny-lfm2-f32",   "hybrid/tiny-lfm2-q8_0",   "hybrid/tiny-lfm2-q4_k_m",
+    // The mixture-of-experts architectures (reference/moe/models).
+    "moe/tiny-qwen3moe-f32",  "moe/tiny-qwen3moe-q8_0",  "moe/tiny-qwen3moe-q4_k_m",
+    "moe/tiny-gptoss-f32",    "moe/tiny-gptoss-mxfp4_moe", "moe/tiny-gptoss-q8_0"};
 
-// reference/models/<name>.gguf, or reference/hybrid/models/<name>.gguf for "hybrid/<name>".
+// reference/models/<name>.gguf, or reference/hybrid/models/<name>.gguf for "hybrid/<name>"
+// (reference/moe/models/ for "moe/<name>").
 std::string level_model_path(const std::string& param) {
   if (param.rfind("hybrid/", 0) == 0) return test::reference_path("hybrid/models/" + param.substr(7) + ".gguf");
+  if (param.rfind("moe/", 0) == 0) return test::reference_path("moe/models/" + param.substr(4) + ".gguf");
   return test::reference_path("models/" + param + ".gguf");
 }
 
@@ -88,7 +93,10 @@ TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
                            ("ubatch_levels_" + std::to_string(getpid()) + "_" +
                             std::filesystem::path(GetParam()).filename().string() + ".f32"))
                               .string();
+  // The qwen3moe files' heads of 80 take no Q8_0 KV cache (refused by the context).
+  const bool q8_kv = std::string(GetParam()).find("qwen3moe") == std::string::npos;
   for (const char* kv : {"f16", "q8_0"}) {
+    if (!q8_kv && std::string(kv) == "q8_0") continue;
     std::vector<uint8_t> first;
     for (const std::string& level : levels) {
       int status = -1;

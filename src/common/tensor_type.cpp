@@ -10,7 +10,8 @@ namespace {
 // Q5_1 {f16 d, m; u8 qh[4]; u8 qs[16]}, Q8_0 {f16 d; i8 qs[32]}, Q8_1 {f16 d, s; i8 qs[32]},
 // Q2_K {u8 scales[16]; u8 qs[64]; f16 d, dmin}, Q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d},
 // Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]}, Q5_K {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]},
-// Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}, Q8_K {f32 d; i8 qs[256]; i16 bsums[16]}.
+// Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}, Q8_K {f32 d; i8 qs[256]; i16 bsums[16]},
+// MXFP4 {u8 e (E8M0); u8 qs[16] (E2M1 nibbles)} (OCP Microscaling Formats v1.0).
 struct Entry {
   uint32_t id;
   TensorTypeTraits traits;
@@ -22,7 +23,7 @@ constexpr Entry kTypes[] = {
     {11, {"Q3_K", 256, 110}}, {12, {"Q4_K", 256, 144}}, {13, {"Q5_K", 256, 176}},
     {14, {"Q6_K", 256, 210}}, {15, {"Q8_K", 256, 292}}, {24, {"I8", 1, 1}},
     {25, {"I16", 1, 2}},      {26, {"I32", 1, 4}},      {27, {"I64", 1, 8}},
-    {28, {"F64", 1, 8}},      {30, {"BF16", 1, 2}},
+    {28, {"F64", 1, 8}},      {30, {"BF16", 1, 2}},     {39, {"MXFP4", 32, 17}},
 };
 }  // namespace
 

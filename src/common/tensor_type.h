@@ -34,6 +34,7 @@ enum class TensorType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  MXFP4 = 39,  // OCP Microscaling FP4: 32 E2M1 values sharing one E8M0 scale (kernels/quant.h)
 };
 
 struct TensorTypeTraits {

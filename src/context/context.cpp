@@ -59,6 +59,10 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   ctx->params_ = params;
   ctx->params_.n_ubatch = std::min(params.n_ubatch, params.n_batch);
   const HParams& hp = ctx->model_->hparams();
+  // Q8_0 cells hold whole 32-value blocks of each head (kernels/attention.h).
+  if (params.kv_type == TensorType::Q8_0 && hp.n_kv_layer > 0 && hp.head_dim_k % 32 != 0)
+    return Status::error(fmt::format("context: a Q8_0 KV cache needs a head size that is a multiple of 32; this "
+                                     "model's is {} (use an F16 or F32 KV cache)", hp.head_dim_k));
 
   KvCacheConfig kc;
   kc.n_layer = hp.n_kv_layer;

@@ -10,8 +10,13 @@
 //
 //   for each head h (kv head g = h / (n_head / n_kv_head)):
 //     s[j]   = scale · q[h] · K[cells[j], g]           (then softcap·tanh(s/softcap) if softcap>0)
-//     p      = softmax(s)
+//     p      = softmax(s)                                 (with a sink: see below)
 //     out[h] = Σ_j p[j] · V[cells[j], g]
+//
+// Attention sinks (gpt-oss; Xiao et al. 2024, "Efficient Streaming Language Models with
+// Attention Sinks", as a learned logit): with sinks[h] = σ the softmax denominator gains one
+// term and no value: p[j] = e^(s[j] − m) / (Σ_i e^(s[i] − m) + e^(σ − m)), m = max(max_j s[j], σ).
+// σ = −inf is no sink; σ is not scaled or soft-capped.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +35,7 @@ struct AttentionShape {
   TensorType kv_type = TensorType::F16;
   size_t k_row_bytes = 0;   // bytes between consecutive cells in k_cache
   size_t v_row_bytes = 0;
+  const float* sinks = nullptr;  // [n_head] sink logits, or null: none
 };
 
 // q: [n_head, head_dim] f32; cells: [n_cells] indices into the cache; out: [n_head, head_dim].

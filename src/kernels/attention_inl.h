@@ -18,6 +18,8 @@
 //     l = l · f + Σ_j p_j                (Σ in 16 double lanes, j mod 16, fixed tree)
 //     o[d] = o[d] · f, then o[d] = fma(p_j, V_j[d], o[d]) for each cell j in order
 //   out[d] = o[d] · float(1 / l)
+//   With a sink σ > −inf (attention.h): m = σ, l = 1 before the first chunk, and the first
+//   chunk rescales l like the later ones (o is still 0 there).
 //
 // Each head's result depends only on its query, the listed cells and their contents. How
 // heads are grouped into a pass, how cells and dimensions are blocked into registers — all
@@ -186,7 +188,8 @@ constexpr int attn_min(int a, int b) { return a < b ? a : b; }
 // NH query heads (q and out rows hd apart) over one KV head.
 template <class V, TensorType T, int NH>
 void attn_heads_pass(const AttentionShape& sh, const float* q, const uint8_t* k_head,
-                     const uint8_t* v_head, const int32_t* cells, int n_cells, float* out) {
+                     const uint8_t* v_head, const int32_t* cells, int n_cells, float* out,
+                     const float* sinks) {
   using F = typename V::F;
   const int hd = sh.head_dim;
   if (n_cells == 0) {
@@ -203,9 +206,11 @@ void attn_heads_pass(const AttentionShape& sh, const float* q, const uint8_t* k_
   alignas(64) float s[NH * kAttnChunk];
   float m[NH], f[NH], post[NH];
   double l[NH];
+  bool sink[NH];
   for (int h = 0; h < NH; ++h) {
-    m[h] = -kInf;
-    l[h] = 0.0;
+    sink[h] = sinks != nullptr && sinks[h] > -kInf;
+    m[h] = sink[h] ? sinks[h] : -kInf;
+    l[h] = sink[h] ? 1.0 : 0.0;  // e^(σ − m) with m = σ
   }
   for (int c0 = 0; c0 < n_cells; c0 += kAttnChunk) {
     const int nc = attn_min(kAttnChunk, n_cells - c0);
@@ -243,7 +248,7 @@ void attn_heads_pass(const AttentionShape& sh, const float* q, const uint8_t* k_
       const float cm = V::hmax(vm);
       f[h] = 1.0f;
       if (cm > m[h]) {
-        if (c0 > 0) f[h] = exp1<V>(m[h] - cm);
+        if (c0 > 0 || sink[h]) f[h] = exp1<V>(m[h] - cm);
         m[h] = cm;
       }
       const F mv = V::set1(m[h]);
@@ -293,17 +298,18 @@ void attention_typed(const AttentionShape& s, const float* q, const void* k_cach
     float* oh = out + static_cast<ptrdiff_t>(h0) * hd;
     const uint8_t* kh = kc + static_cast<size_t>(g) * head_bytes;
     const uint8_t* vh = vc + static_cast<size_t>(g) * head_bytes;
+    const float* sk = s.sinks ? s.sinks + h0 : nullptr;
     if (n >= 8) {
-      attn_heads_pass<V, T, 8>(s, qh, kh, vh, cells, n_cells, oh);
+      attn_heads_pass<V, T, 8>(s, qh, kh, vh, cells, n_cells, oh, sk);
       h0 += 8;
     } else if (n >= 4) {
-      attn_heads_pass<V, T, 4>(s, qh, kh, vh, cells, n_cells, oh);
+      attn_heads_pass<V, T, 4>(s, qh, kh, vh, cells, n_cells, oh, sk);
       h0 += 4;
     } else if (n >= 2) {
-      attn_heads_pass<V, T, 2>(s, qh, kh, vh, cells, n_cells, oh);
+      attn_heads_pass<V, T, 2>(s, qh, kh, vh, cells, n_cells, oh, sk);
       h0 += 2;
     } else {
-      attn_heads_pass<V, T, 1>(s, qh, kh, vh, cells, n_cells, oh);
+      attn_heads_pass<V, T, 1>(s, qh, kh, vh, cells, n_cells, oh, sk);
       h0 += 1;
     }
   }

@@ -399,7 +399,8 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
 
 }  // namespace detail
 
-bool can_matmul(TensorType t) { return can_dequantize(t); }
+// MXFP4 is converted at load (quant.h mxfp4_to_q8_0), never multiplied as stored.
+bool can_matmul(TensorType t) { return can_dequantize(t) && t != TensorType::MXFP4; }
 
 bool amx_matmul_usable(std::string* why) {
 #if defined(UBATCH_X86_KERNELS)

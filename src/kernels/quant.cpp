@@ -232,6 +232,18 @@ void dequant_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
   }
 }
 
+// MXFP4: weight j of a block = k[low nibble of qs[j]], weight j + 16 = k[high nibble], times
+// 2^(e − 128) (kernels/quant.h).
+void dequant_mxfp4(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 17, y += 32) {
+    const int exp2 = int{b[0]} - 128;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = std::ldexp(static_cast<float>(mxfp4_code(b[1 + j] & 0x0F)), exp2);
+      y[j + 16] = std::ldexp(static_cast<float>(mxfp4_code(b[1 + j] >> 4)), exp2);
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row_scalar(TensorType t, const void* src, float* dst, int64_t n) {
@@ -259,6 +271,7 @@ void dequantize_row_scalar(TensorType t, const void* src, float* dst, int64_t n)
     case TensorType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / kQK_K);
     case TensorType::Q5_K: return dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, n / kQK_K);
     case TensorType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQK_K);
+    case TensorType::MXFP4: return dequant_mxfp4(static_cast<const uint8_t*>(src), dst, n / 32);
     default: break;
   }
   UBATCH_CHECK_MSG(false, "dequantize_row: unsupported type");
@@ -271,11 +284,39 @@ bool can_dequantize(TensorType t) {
     case TensorType::F32: case TensorType::F16: case TensorType::BF16:
     case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
     case TensorType::Q8_0: case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K:
-    case TensorType::Q5_K: case TensorType::Q6_K:
+    case TensorType::Q5_K: case TensorType::Q6_K: case TensorType::MXFP4:
       return true;
     default:
       return false;
   }
+}
+
+bool mxfp4_to_q8_0(const void* src, void* dst, int64_t n) {
+  UBATCH_CHECK(n >= 0 && n % 32 == 0);
+  const auto* b = static_cast<const uint8_t*>(src);
+  auto* q = static_cast<detail::BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / 32; ++i, b += 17, ++q) {
+    int8_t k[32];
+    bool any = false;
+    for (int j = 0; j < 16; ++j) {
+      k[j] = static_cast<int8_t>(mxfp4_code(b[1 + j] & 0x0F));
+      k[j + 16] = static_cast<int8_t>(mxfp4_code(b[1 + j] >> 4));
+      any = any || k[j] != 0 || k[j + 16] != 0;
+    }
+    if (!any) {  // every value is 0 whatever the scale
+      q->d = 0;
+      std::memset(q->qs, 0, sizeof(q->qs));
+      continue;
+    }
+    // Values k · 2^(e − 128) = (k · 2^s) · 2^(e − 128 − s): the smallest s in [0, 3] whose
+    // power of two is an f16 (2^−24 … 2^15); |k · 2^s| <= 96 fits int8.
+    const int exp2 = int{b[0]} - 128;
+    const int s = exp2 > 15 ? exp2 - 15 : 0;
+    if (exp2 < -24 || s > 3) return false;
+    q->d = fp32_to_fp16(std::ldexp(1.0f, exp2 - s));
+    for (int j = 0; j < 32; ++j) q->qs[j] = static_cast<int8_t>(k[j] * (1 << s));
+  }
+  return true;
 }
 
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {

@@ -13,8 +13,27 @@
 namespace ubatch::kernels {
 
 // True for the types dequantize_row supports: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4.
 bool can_dequantize(TensorType t);
+
+// MXFP4 (GGUF type 39; OCP Microscaling Formats (MX) v1.0, 2023, with the block layout of the
+// GGUF files): blocks of 32 weights, 17 bytes: byte 0 = e, an E8M0 exponent; bytes 1..16 = qs.
+// Weight j (0..15) is the low nibble of qs[j], weight j + 16 the high nibble. A nibble n means
+// mxfp4_code(n) = {0, 1, 2, 3, 4, 6, 8, 12, 0, −1, −2, −3, −4, −6, −8, −12}[n] (twice the FP4
+// E2M1 value; bit 3 is the sign) and the weight is mxfp4_code(n) · 2^(e − 128), computed
+// exactly in f32 (denormal for e <= 2; e >= 253 can overflow to ±inf, e = 255 is not read as
+// NaN). dequantize_row is that definition.
+inline int mxfp4_code(unsigned nibble) {
+  static constexpr int8_t k[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  return k[nibble & 15];
+}
+
+// Rewrites n MXFP4 weights (n % 32 == 0) as Q8_0 blocks holding exactly the same values:
+// q = code · 2^s, d = 2^(e − 128 − s) as f16, s in [0, 3] the smallest that makes d an f16;
+// blocks whose codes are all zero get d = 0. The matmul kernels then run MXFP4 weights through
+// the Q8_0 path, bit-identical on every SIMD level. Returns false (dst partly written) when a
+// block with a non-zero code has e − 128 outside [−24, 18], which no Q8_0 block holds exactly.
+bool mxfp4_to_q8_0(const void* src, void* dst, int64_t n);
 
 // dst[0..n) = values of the n elements stored at src (type t). n % block_size(t) == 0.
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);

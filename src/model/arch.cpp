@@ -107,6 +107,39 @@ const std::vector<ArchSpec>& arch_table() {
       a.extra_keys = {"shortconv.l_cache"};
       t.push_back(a);
     }
+    {  // Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3's QK-norm attention, every FFN a
+       // mixture of experts — softmax router over all experts, top expert_used_count, weights
+       // renormalised to sum 1 (Qwen Team 2025). Expert width from expert_feed_forward_length.
+      ArchSpec a;
+      a.name = "qwen3moe";
+      a.rope_style = RopeStyle::NeoX;
+      a.qk_norm = true;
+      a.ffn_kind = FfnKind::Moe;
+      a.moe_gating = MoeGating::SoftmaxTopK;
+      a.extra_keys = {"expert_count", "expert_used_count", "expert_feed_forward_length"};
+      t.push_back(a);
+    }
+    {  // gpt-oss (OpenAI 2025, "gpt-oss-120b & gpt-oss-20b model card"): Q/K/V/O biases,
+       // attention sinks, sliding window (128 in the real models) on even layers, YaRN RoPE;
+       // a mixture of experts with a biased router (top-k, then softmax over the k) and biased
+       // experts with a clamped SwiGLU; the pre-FFN norm stored as post_attention_norm.
+      ArchSpec a;
+      a.name = "gpt-oss";
+      a.rope_style = RopeStyle::NeoX;
+      a.swa_pattern = 2;
+      a.swa_window_required = true;
+      a.ffn_kind = FfnKind::Moe;
+      a.moe_gating = MoeGating::TopKSoftmax;
+      a.moe_biases = true;
+      a.moe_clamped_swiglu = true;
+      a.attn_sinks = true;
+      a.yarn = true;
+      a.ffn_norm_name = "post_attention_norm";
+      a.extra_keys = {"expert_count", "expert_used_count", "expert_feed_forward_length",
+                      "attention.sliding_window", "rope.scaling.original_context_length",
+                      "rope.scaling.attn_factor"};
+      t.push_back(a);
+    }
     return t;
   }();
   return table;
@@ -126,6 +159,14 @@ std::string_view mixer_kind_name(MixerKind k) {
     case MixerKind::GatedAttention: return "gated_attention";
     case MixerKind::GatedDeltaNet: return "gated_deltanet";
     case MixerKind::ShortConv: return "shortconv";
+  }
+  return "?";
+}
+
+std::string_view ffn_kind_name(FfnKind k) {
+  switch (k) {
+    case FfnKind::Dense: return "dense_ffn";
+    case FfnKind::Moe: return "moe";
   }
   return "?";
 }

@@ -35,6 +35,21 @@ std::string_view mixer_kind_name(MixerKind k);
 // Whether a mixer keeps a fixed-size per-sequence state instead of a KV history.
 inline bool is_recurrent(MixerKind k) { return k == MixerKind::GatedDeltaNet || k == MixerKind::ShortConv; }
 
+// The feed-forward block of every layer (model/block.h builds it from its kind).
+enum class FfnKind : uint8_t {
+  Dense,  // one gated FFN (ffn_gate / ffn_up / ffn_down)
+  Moe,    // a routed mixture of experts (ffn_gate_inp router, 3-D ffn_*_exps experts)
+};
+// "dense_ffn", "moe".
+std::string_view ffn_kind_name(FfnKind k);
+
+// How a mixture-of-experts layer turns router logits into expert weights (no GGUF key: fixed
+// per architecture, as in the format's reference).
+enum class MoeGating : uint8_t {
+  SoftmaxTopK,  // p = softmax over all experts, the k largest p, divided by their sum (Qwen3-MoE)
+  TopKSoftmax,  // the k largest logits, weights = softmax over those k only (gpt-oss)
+};
+
 // How a file says which layers attend and which are recurrent.
 enum class LayerPattern : uint8_t {
   AllAttention,           // every layer attends
@@ -56,6 +71,7 @@ struct ArchSpec {
   int swa_pattern = 0;                     // > 0: layer il is global iff il % pattern == pattern − 1,
                                            // the others use the sliding window (Gemma 2: 2, Gemma 3: 6)
   int swa_default_window = 0;              // window when the file gives none (Gemma 2: 4096)
+  bool swa_window_required = false;        // `attention.sliding_window` must be present (gpt-oss)
   bool swa_own_rope_base = false;          // SWA layers use `rope.freq_base_swa` (default 10000; Gemma 3)
   int nope_layer_step = 0;                 // > 0: layer il has no RoPE iff (il + 1) % step == 0 (SmolLM3: 4)
   bool gemma2_attn_scale = false;          // query scale 1/sqrt(n_embd / n_head) for the 46-layer (27B) model
@@ -64,6 +80,14 @@ struct ArchSpec {
   MixerKind attention_kind = MixerKind::Attention;  // mixer of the attention layers
   MixerKind recurrent_kind = MixerKind::Attention;  // mixer of the recurrent layers (hybrids only)
   bool rope_sections = false;              // reads M-RoPE's `rope.dimension_sections` (text positions only)
+  // Feed-forward: dense, or a mixture of experts (`expert_count`, `expert_used_count`,
+  // `expert_feed_forward_length`).
+  FfnKind ffn_kind = FfnKind::Dense;
+  MoeGating moe_gating = MoeGating::SoftmaxTopK;
+  bool moe_biases = false;                 // router and expert biases (gpt-oss)
+  bool moe_clamped_swiglu = false;         // gpt-oss's clamped SwiGLU (α 1.702, limit 7)
+  bool attn_sinks = false;                 // `attn_sinks.weight`: one softmax logit per head (gpt-oss)
+  bool yarn = false;                       // accepts `rope.scaling.type` "yarn" (Peng et al. 2023)
   std::string_view ffn_norm_name = "ffn_norm";        // the pre-FFN norm (Qwen3.5: post_attention_norm)
   std::string_view output_norm_name = "output_norm";  // the final norm (LFM2: token_embd_norm)
   // Metadata keys under `<arch>.` this architecture reads beyond the common ones (arch.cpp).

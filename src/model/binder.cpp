@@ -61,6 +61,34 @@ Status Binder::matrix(const std::string& name, int64_t n_in, int64_t n_out, kern
   return Status::ok();
 }
 
+Status Binder::experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert,
+                       std::vector<kernels::WeightView>& out) {
+  const gguf::TensorInfo* t = f_.find_tensor(name);
+  if (!t) return Status::error(fmt::format("model: missing tensor '{}'", name));
+  if (t->n_dims == 3 && t->ne[0] == n_in && t->ne[1] == n_out && t->ne[2] != n_expert)
+    return Status::error(fmt::format("model: tensor '{}' holds {} experts but expert_count is {}", name, t->ne[2],
+                                     n_expert));
+  if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert || t->ne[3] != 1)
+    return Status::error(fmt::format("model: tensor '{}' has shape [{}, {}, {}, {}], expected [{}, {}, {}]", name,
+                                     t->ne[0], t->ne[1], t->ne[2], t->ne[3], n_in, n_out, n_expert));
+  if (!kernels::can_matmul(t->type) && t->type != TensorType::MXFP4)
+    return Status::error(fmt::format("model: tensor '{}' has unsupported type {}", name, tensor_type_name(t->type)));
+  const size_t row_bytes = tensor_row_bytes(t->type, n_in);
+  const size_t expert_bytes = row_bytes * static_cast<size_t>(n_out);
+  UBATCH_CHECK(expert_bytes * static_cast<size_t>(n_expert) == t->n_bytes);
+  out.assign(static_cast<size_t>(n_expert), kernels::WeightView{});
+  for (int64_t e = 0; e < n_expert; ++e) {
+    kernels::WeightView& v = out[static_cast<size_t>(e)];
+    v.type = t->type;
+    v.data = static_cast<const uint8_t*>(t->data) + expert_bytes * static_cast<size_t>(e);
+    v.n_in = n_in;
+    v.n_out = n_out;
+    v.row_bytes = row_bytes;
+  }
+  use(*t);
+  return Status::ok();
+}
+
 std::vector<std::string> Binder::unused() const {
   std::vector<std::string> out;
   for (const gguf::TensorInfo& t : f_.tensors())

@@ -2,8 +2,9 @@
 // attention, Gated DeltaNet, short convolution — and a feed-forward block). A block binds its own
 // tensors, lists its matrices for repacking, and runs over the ubatch; Model::forward only
 // normalises, calls the blocks and adds their outputs to the residual stream. The kind of each
-// layer's mixer is data (HParams::layer_mixer, read from the file); make_mixer() (blocks.cpp) is
-// the one place that maps a kind to its block.
+// layer's mixer is data (HParams::layer_mixer, read from the file), and so is the kind of its
+// feed-forward block (HParams::ffn_kind: dense or mixture of experts); make_mixer() and
+// make_ffn() (blocks.cpp) are the one place that maps a kind to its block.
 #pragma once
 
 #include <cstdint>
@@ -77,8 +78,9 @@ class Block {
   virtual void forward(ForwardPass& fp, int il) = 0;
 };
 
-// The block for a mixer kind (blocks.cpp), and the dense feed-forward block.
+// The block for a mixer kind, and for a feed-forward kind (blocks.cpp).
 std::unique_ptr<Block> make_mixer(MixerKind kind);
+std::unique_ptr<Block> make_ffn(FfnKind kind);
 std::unique_ptr<Block> make_dense_ffn();
 
 }  // namespace ubatch

@@ -1,6 +1,7 @@
 // Softmax attention over the layer's KV cache (Vaswani et al. 2017; grouped-query heads,
 // Ainslie et al. 2023), with the variants the dense architectures need, and Qwen3.5's gated
-// attention (an output gate per head, fused into attn_q; Qwen Team 2025).
+// attention (an output gate per head, fused into attn_q; Qwen Team 2025), and gpt-oss's
+// attention sinks (one learned logit per head in the softmax; kernels/attention.h).
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -42,6 +43,8 @@ class AttentionBlock final : public Block {
     }
     if (!(s = b.matrix(name("attn_output"), Eq, E, wo_))) return s;
     if (!(s = b.optional_vector(name("attn_output", "bias"), E, bo_))) return s;
+    if (hp.attn_sinks)
+      if (!(s = b.vector(name("attn_sinks"), hp.n_head, sinks_))) return s;
     if (hp.qk_norm) {
       if (!(s = b.vector(name("attn_q_norm"), hp.head_dim_k, q_norm_))) return s;
       if (!(s = b.vector(name("attn_k_norm"), hp.head_dim_k, k_norm_))) return s;
@@ -131,6 +134,7 @@ class AttentionBlock final : public Block {
     shape.kv_type = kv.type;
     shape.k_row_bytes = kvl.k_row_bytes;
     shape.v_row_bytes = kvl.v_row_bytes;
+    shape.sinks = sinks_;
     const bool swa = hp.layer_is_swa[il] && hp.sliding_window > 0;
     // Tasks: (token, query head), or (token, KV head) — the heads sharing a KV head read
     // each K/V row once — when there are enough tokens to keep every thread busy. A head's
@@ -177,6 +181,7 @@ class AttentionBlock final : public Block {
   const float* bo_ = nullptr;  // [n_embd]
   const float* q_norm_ = nullptr;  // [head_dim] (qk_norm)
   const float* k_norm_ = nullptr;  // [head_dim] (qk_norm)
+  const float* sinks_ = nullptr;   // [n_head] attention sink logits (gpt-oss)
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Constructors of the block kinds (one file each); make_mixer() in blocks.cpp chooses among them.
+// Constructors of the block kinds (one file each); make_mixer() and make_ffn() in blocks.cpp choose among them.
 #pragma once
 
 #include <memory>
@@ -16,5 +16,7 @@ std::unique_ptr<Block> make_attention_block(bool gated);
 std::unique_ptr<Block> make_deltanet_block();
 // LFM2's gated short convolution.
 std::unique_ptr<Block> make_shortconv_block();
+// A routed mixture of experts (block_moe.cpp): qwen3moe's and gpt-oss's routing, expert-grouped.
+std::unique_ptr<Block> make_moe_ffn();
 
 }  // namespace ubatch

@@ -12,4 +12,12 @@ std::unique_ptr<Block> make_mixer(MixerKind kind) {
   return nullptr;
 }
 
+std::unique_ptr<Block> make_ffn(FfnKind kind) {
+  switch (kind) {
+    case FfnKind::Dense: return make_dense_ffn();
+    case FfnKind::Moe: return make_moe_ffn();
+  }
+  return nullptr;
+}
+
 }  // namespace ubatch

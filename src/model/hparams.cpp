@@ -1,5 +1,6 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <utility>
@@ -51,6 +52,8 @@ Status apply_architecture(const gguf::File& f, const ArchSpec& spec, HParams& hp
   // Sliding window: `swa_pattern` marks the local layers; the window comes from the file.
   hp.layer_is_swa.assign(hp.n_layer, false);
   if (spec.swa_pattern > 0) {
+    if (spec.swa_window_required && !f.find(a + ".attention.sliding_window"))
+      return Status::error(fmt::format("model: missing metadata key '{}.attention.sliding_window'", a));
     if (hp.sliding_window == 0 && !f.find(a + ".attention.sliding_window")) hp.sliding_window = spec.swa_default_window;
     int32_t pattern = spec.swa_pattern;
     if (!(s = read_int(f, a, "attention.sliding_window_pattern", pattern, false))) return s;
@@ -84,6 +87,50 @@ Status apply_architecture(const gguf::File& f, const ArchSpec& spec, HParams& hp
     if (!(s = read_float(f, a, "rope.scaling.attn_factor", hp.rope_attn_factor))) return s;
     if (!(hp.rope_attn_factor > 0))
       return Status::error(fmt::format("model: {}.rope.scaling.attn_factor must be > 0", a));
+  }
+
+  // Mixture of experts: sizes from the file, routing and activation from the row.
+  hp.ffn_kind = spec.ffn_kind;
+  hp.moe_gating = spec.moe_gating;
+  hp.moe_biases = spec.moe_biases;
+  hp.moe_clamped_swiglu = spec.moe_clamped_swiglu;
+  hp.attn_sinks = spec.attn_sinks;
+  if (spec.ffn_kind == FfnKind::Moe) {
+    if (!(s = read_int(f, a, "expert_count", hp.n_expert, true))) return s;
+    if (!(s = read_int(f, a, "expert_used_count", hp.n_expert_used, true))) return s;
+    if (!(s = read_int(f, a, "expert_feed_forward_length", hp.n_ff_exp, true))) return s;
+    if (hp.n_expert < 1 || hp.n_expert > 4096)
+      return Status::error(fmt::format("model: {}.expert_count {} outside [1, 4096]", a, hp.n_expert));
+    if (hp.n_expert_used < 1 || hp.n_expert_used > hp.n_expert)
+      return Status::error(fmt::format("model: {}.expert_used_count {} must be in [1, expert_count {}]", a,
+                                       hp.n_expert_used, hp.n_expert));
+    if (hp.n_ff_exp < 1)
+      return Status::error(fmt::format("model: {}.expert_feed_forward_length must be > 0", a));
+  }
+
+  if (hp.rope_yarn_scale > 0) {
+    // YaRN: the ramp's ends from the original context (rope.scaling.original_context_length,
+    // default context_length) and the fixed β_fast 32 / β_slow 1; attn_factor defaults to 1.
+    hp.n_ctx_orig = hp.n_ctx_train;
+    if (!(s = read_int(f, a, "rope.scaling.original_context_length", hp.n_ctx_orig, false))) return s;
+    if (!(s = read_float(f, a, "rope.scaling.attn_factor", hp.rope_attn_factor))) return s;
+    if (hp.n_ctx_orig < 1)
+      return Status::error(fmt::format("model: {}.rope.scaling.original_context_length must be > 0 for YaRN", a));
+    if (!(hp.rope_attn_factor > 0))
+      return Status::error(fmt::format("model: {}.rope.scaling.attn_factor must be > 0", a));
+    const double d = hp.n_rot, ln_base = std::log(static_cast<double>(hp.rope_base));
+    const double two_pi = 6.283185307179586;
+    auto corr_dim = [&](double beta) { return d * std::log(hp.n_ctx_orig / (beta * two_pi)) / (2 * ln_base); };
+    const double lo = std::max(0.0, std::floor(corr_dim(32.0)));
+    const double hi = std::min(d - 1, std::ceil(corr_dim(1.0)));
+    const double sc = hp.rope_yarn_scale;
+    hp.rope_yarn_factors.resize(static_cast<size_t>(hp.n_rot / 2));
+    for (int i = 0; i < hp.n_rot / 2; ++i) {
+      const double ramp = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+      // θ = (θ_e / s)·(1 − ramp) + θ_e·ramp = θ_e / factor
+      hp.rope_yarn_factors[static_cast<size_t>(i)] = static_cast<float>(1.0 / ((1.0 - ramp) / sc + ramp));
+    }
+    if (sc > 1) hp.rope_attn_factor *= static_cast<float>(1.0 + 0.1 * std::log(sc));
   }
 
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
@@ -227,7 +274,10 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
   Status s;
   if (!(s = read_int(f, a, "embedding_length", hp.n_embd, true))) return s;
   if (!(s = read_int(f, a, "block_count", hp.n_layer, true))) return s;
-  if (!(s = read_int(f, a, "feed_forward_length", hp.n_ff, true))) return s;
+  // Mixture-of-experts layers take their width from expert_feed_forward_length; a
+  // feed_forward_length there is optional and unused.
+  const bool dense_ffn = spec->ffn_kind == FfnKind::Dense;
+  if (!(s = read_int(f, a, "feed_forward_length", hp.n_ff, dense_ffn))) return s;
   if (!(s = read_int(f, a, "attention.head_count", hp.n_head, true))) return s;
   hp.n_kv_head = hp.n_head;
   std::vector<int64_t> kv_heads_per_layer;  // LayerPattern::KvHeadArray
@@ -261,7 +311,7 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
     return Status::error(fmt::format("model: {}.attention.layer_norm_rms_epsilon must be > 0, is {}", a, hp.rms_eps));
   if (!(hp.rope_base > 0.0f))
     return Status::error(fmt::format("model: {}.rope.freq_base must be > 0, is {}", a, hp.rope_base));
-  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_kv_head <= 0 || hp.n_ff <= 0)
+  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_kv_head <= 0 || (dense_ffn && hp.n_ff <= 0))
     return Status::error("model: embedding_length, block_count, feed_forward_length and head counts must be > 0");
   // Every layer has its own tensors (blk.N.*), so a block_count above the file's tensor count
   // cannot be true; refused here, before any per-layer table is sized by it (found by
@@ -297,12 +347,16 @@ Result<HParams> HParams::from_gguf(const gguf::File& f) {
   if (scaling == "linear") {
     if (factor < 0) return Status::error(fmt::format("model: {}.rope.scaling.factor must be >= 0", a));
     if (factor > 0) hp.rope_freq_scale = 1.0f / factor;
+  } else if (scaling == "yarn" && spec->yarn) {
+    if (factor != 0 && !(factor >= 1))
+      return Status::error(fmt::format("model: {}.rope.scaling.factor {} must be >= 1 for YaRN", a, factor));
+    hp.rope_yarn_scale = factor > 0 ? factor : 1.0f;
   } else if (scaling == "longrope" && spec->long_rope) {
     // factors are tensors (rope_factors_short / rope_factors_long)
   } else if (scaling != "none") {
     return Status::error(fmt::format(
         "model: {}.rope.scaling.type '{}' is not supported (supported: none, linear{})", a, scaling,
-        spec->long_rope ? ", longrope" : ""));
+        spec->long_rope ? ", longrope" : spec->yarn ? ", yarn" : ""));
   }
   if (!(s = apply_architecture(f, *spec, hp))) return s;
   if (!(s = read_layer_plan(f, *spec, kv_heads_per_layer, hp))) return s;

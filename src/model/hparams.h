@@ -22,7 +22,7 @@ struct HParams {
   int32_t n_ctx_train = 0;   // <arch>.context_length
   int32_t n_embd = 0;        // <arch>.embedding_length
   int32_t n_layer = 0;       // <arch>.block_count
-  int32_t n_ff = 0;          // <arch>.feed_forward_length
+  int32_t n_ff = 0;          // <arch>.feed_forward_length (dense FFN; optional and unused for MoE)
   int32_t n_head = 0;        // <arch>.attention.head_count
   int32_t n_kv_head = 0;     // <arch>.attention.head_count_kv (default n_head)
   int32_t head_dim_k = 0;    // <arch>.attention.key_length (default n_embd / n_head)
@@ -42,6 +42,12 @@ struct HParams {
   // takes the long factors, otherwise the short ones (as the format's reference chooses).
   int32_t n_ctx_orig = 0;          // <arch>.rope.scaling.original_context_length
   float rope_attn_factor = 1.0f;   // <arch>.rope.scaling.attn_factor: multiplies cos and sin
+  // YaRN (Peng et al. 2023, "YaRN: Efficient Context Window Extension of Large Language
+  // Models"; gpt-oss): per-pair frequency divisors [n_rot / 2] blending θ and θ / factor by a
+  // ramp over the pairs (β_fast 32, β_slow 1), and rope_attn_factor × (1 + 0.1 ln factor) on
+  // cos and sin. Empty: no YaRN. Applied at every position (not switched on by context length).
+  std::vector<float> rope_yarn_factors;
+  float rope_yarn_scale = 0.0f;    // <arch>.rope.scaling.factor under YaRN (0: no YaRN)
   float attn_softcap = 0.0f;       // <arch>.attn_logit_softcapping (0: none)
   float final_softcap = 0.0f;      // <arch>.final_logit_softcapping (0: none)
   // <arch>.pooling_type, as the GGUF spec numbers it: -1 absent, 0 none, 1 mean, 2 cls,
@@ -58,6 +64,16 @@ struct HParams {
   FfnActivation ffn_act = FfnActivation::SiLU;
   std::string ffn_norm_name = "ffn_norm";        // tensor blk.N.<name>.weight of the pre-FFN norm
   std::string output_norm_name = "output_norm";  // tensor <name>.weight of the final norm
+
+  // Feed-forward blocks: dense, or a mixture of experts (arch.h).
+  FfnKind ffn_kind = FfnKind::Dense;
+  MoeGating moe_gating = MoeGating::SoftmaxTopK;
+  bool moe_biases = false;          // router and expert biases (gpt-oss)
+  bool moe_clamped_swiglu = false;  // min(g, 7)·sigmoid(1.702·min(g, 7))·(clamp(u, −7, 7) + 1) (gpt-oss)
+  bool attn_sinks = false;          // blk.N.attn_sinks.weight [n_head] (gpt-oss)
+  int32_t n_expert = 0;             // <arch>.expert_count
+  int32_t n_expert_used = 0;        // <arch>.expert_used_count: experts per token (1 .. n_expert)
+  int32_t n_ff_exp = 0;             // <arch>.expert_feed_forward_length: one expert's hidden width
 
   // Layers: the mixer of each, and where the attention layers keep K/V.
   std::vector<MixerKind> layer_mixer;  // [n_layer]

@@ -73,6 +73,8 @@ Status Model::bind_weights() {
   }
   const int64_t n_pairs = hp.n_rot / 2;
   if (!(s = b.optional_vector("rope_freqs.weight", n_pairs, rope_freqs_))) return s;
+  if (rope_freqs_ && !hp.rope_yarn_factors.empty())
+    return Status::error("model: tensor 'rope_freqs.weight' and YaRN scaling are exclusive");
   if (hp.long_rope) {
     // LongRoPE: both sets or neither (a file without them is plain RoPE).
     if (!(s = b.optional_vector("rope_factors_short.weight", n_pairs, rope_factors_short_))) return s;
@@ -94,7 +96,7 @@ Status Model::bind_weights() {
     L.mixer = make_mixer(hp.layer_mixer[il]);
     if (!(s = L.mixer->bind(b, hp, il))) return s;
     if (!(s = b.vector(name(hp.ffn_norm_name), E, L.ffn_norm))) return s;
-    L.ffn = make_dense_ffn();
+    L.ffn = make_ffn(hp.ffn_kind);
     if (!(s = L.ffn->bind(b, hp, il))) return s;
     if (hp.post_norms) {
       if (!(s = b.vector(name("post_attention_norm"), E, L.post_mixer_norm))) return s;
@@ -154,11 +156,33 @@ void Model::describe_features() {
   if (hp.fused_qkv) out.push_back("fused QKV");
   if (hp.fused_gate_up) out.push_back("fused gate|up");
   if (rope_freqs_) out.push_back("RoPE frequency factors (rope_freqs)");
+  if (!hp.rope_yarn_factors.empty())
+    out.push_back(fmt::format("YaRN RoPE scaling x{:g} (original context {}, cos/sin x{:g})", hp.rope_yarn_scale,
+                              hp.n_ctx_orig, hp.rope_attn_factor));
+  if (hp.attn_sinks) out.push_back("attention sinks");
+  if (hp.ffn_kind == FfnKind::Moe) {
+    // Parameters: every tensor's elements; active = all but the experts a token does not use.
+    uint64_t total = 0, experts = 0;
+    for (const gguf::TensorInfo& t : file_->tensors()) {
+      uint64_t n = 1;
+      for (int d = 0; d < t.n_dims; ++d) n *= static_cast<uint64_t>(t.ne[d]);
+      total += n;
+      if (t.name.find("_exps.") != std::string::npos) experts += n;
+    }
+    const uint64_t active = total - experts + experts / hp.n_expert * hp.n_expert_used;
+    out.push_back(fmt::format("mixture of experts: {} experts, {} per token (router: {}{}), expert width {}",
+                              hp.n_expert, hp.n_expert_used,
+                              hp.moe_gating == MoeGating::SoftmaxTopK ? "softmax, top-k, renormalised"
+                                                                      : "top-k, softmax over the k",
+                              hp.moe_biases ? "; router and expert biases" : "", hp.n_ff_exp));
+    out.push_back(fmt::format("parameters {:.2f} M total, {:.2f} M active per token", total / 1e6, active / 1e6));
+    if (hp.moe_clamped_swiglu) out.push_back("clamped SwiGLU experts (alpha 1.702, limit 7)");
+  }
   if (rope_factors_short_)
     out.push_back(fmt::format("LongRoPE (original context {}, attention factor {:g})", hp.n_ctx_orig, hp.rope_attn_factor));
   if (hp.embd_scale_sqrt) out.push_back("embeddings x sqrt(n_embd)");
-  if (hp.ffn_act == FfnActivation::GeluTanh) out.push_back("GELU(tanh) gated FFN");
-  else out.push_back("SiLU gated FFN");
+  if (hp.ffn_kind == FfnKind::Dense)
+    out.push_back(hp.ffn_act == FfnActivation::GeluTanh ? "GELU(tanh) gated FFN" : "SiLU gated FFN");
   if (hp.sliding_window > 0) {
     int n_swa = 0;
     for (bool w : hp.layer_is_swa) n_swa += w ? 1 : 0;
@@ -175,9 +199,47 @@ void Model::describe_features() {
 
 const float* Model::rope_factors(int32_t n_ctx_seq) const {
   if (rope_freqs_) return rope_freqs_;
+  if (!hp_.rope_yarn_factors.empty()) return hp_.rope_yarn_factors.data();
   if (!rope_factors_short_) return nullptr;
   const int32_t n = n_ctx_seq > 0 ? n_ctx_seq : hp_.n_ctx_train;
   return n > hp_.n_ctx_orig ? rope_factors_long_ : rope_factors_short_;
+}
+
+// MXFP4 experts: the same values as Q8_0 blocks (exact: kernels/quant.h mxfp4_to_q8_0), packed
+// like any Q8_0 weight, so every kernel level runs them bit-identically. A weight with a block
+// scale no Q8_0 block holds exactly is kept as F32 values instead (exact too, 7.5× the bytes);
+// one whose values overflow F32 (E8M0 exponents >= 253) is refused.
+Status Model::pack_mxfp4(kernels::WeightView& v, size_t& streamed) {
+  const size_t file_bytes = v.row_bytes * static_cast<size_t>(v.n_out);
+  const void* src = v.data;
+  const int64_t n = v.n_in * v.n_out;
+  std::vector<uint8_t> q8(tensor_row_bytes(TensorType::Q8_0, v.n_in) * static_cast<size_t>(v.n_out));
+  if (kernels::mxfp4_to_q8_0(v.data, q8.data(), n)) {
+    Result<std::unique_ptr<kernels::PackedWeight>> pw = kernels::pack_weight(TensorType::Q8_0, q8.data(), v.n_in, v.n_out);
+    if (!pw) return pw.status();
+    // The view now describes the packed Q8_0 copy, which matmul reads alone (data keeps
+    // pointing at the file's MXFP4 bytes, released below, and is not read again).
+    v.type = TensorType::Q8_0;
+    v.row_bytes = tensor_row_bytes(TensorType::Q8_0, v.n_in);
+    v.packed = pw->get();
+    packed_bytes_ += (*pw)->bytes();
+    streamed = streamed - file_bytes + (*pw)->bytes();
+    packed_.push_back(std::move(pw.value()));
+  } else {
+    std::vector<float>& f = converted_.emplace_back(static_cast<size_t>(n));
+    kernels::dequantize_row(TensorType::MXFP4, v.data, f.data(), n);
+    for (float x : f)
+      if (!std::isfinite(x))
+        return Status::error("model: an MXFP4 weight block has an E8M0 exponent whose values overflow float32 "
+                             "(e >= 253); refused");
+    v.type = TensorType::F32;
+    v.data = f.data();
+    v.row_bytes = tensor_row_bytes(TensorType::F32, v.n_in);
+    packed_bytes_ += f.size() * sizeof(float);
+    streamed = streamed - file_bytes + f.size() * sizeof(float);
+  }
+  file_->release_pages(src, file_bytes);  // the converted copy replaces them
+  return Status::ok();
 }
 
 Status Model::pack_weights() {
@@ -185,6 +247,7 @@ Status Model::pack_weights() {
   size_t streamed = weight_bytes_;
   if (!tied) streamed -= tok_embd_.row_bytes * static_cast<size_t>(tok_embd_.n_out);
   auto pack = [&](kernels::WeightView& v) -> Status {
+    if (v.type == TensorType::MXFP4) return pack_mxfp4(v, streamed);
     kernels::PackedFormat fmt;
     if (!kernels::packed_format(v.type, fmt) || v.n_in % fmt.block_elems != 0) return Status::ok();
     Result<std::unique_ptr<kernels::PackedWeight>> pw =

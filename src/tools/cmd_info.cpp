@@ -151,13 +151,16 @@ int run_info(const std::string& path, size_t max_items, bool show_tensors) {
                        n_bytes ? 100.0 * static_cast<double>(tt.n_bytes) / static_cast<double>(n_bytes) : 0.0);
   out += tokenizer_section(f);
   // What loading costs in memory: the matrices a model multiplies by (2-D tensors, without
-  // token_embd.weight when output.weight exists) are repacked for the kernels
+  // token_embd.weight when output.weight exists, and each expert of a 3-D expert tensor) are repacked for the kernels
   // (kernels/packed_weight.h) and their file pages released; the rest stays mapped.
   uint64_t matrix_file = 0, matrix_packed = 0;
   const bool untied = f.find_tensor("output.weight") != nullptr;
   for (const gguf::TensorInfo& t : f.tensors()) {
-    if (t.n_dims != 2 || (untied && t.name == "token_embd.weight")) continue;
-    const size_t pb = kernels::packed_weight_bytes(t.type, t.ne[0], t.ne[1]);
+    // 3-D expert tensors are packed expert by expert; MXFP4 experts as Q8_0 (model.cpp pack_mxfp4).
+    if (t.n_dims < 2 || t.n_dims > 3 || (untied && t.name == "token_embd.weight")) continue;
+    const TensorType pt = t.type == TensorType::MXFP4 ? TensorType::Q8_0 : t.type;
+    const int64_t n_mats = t.n_dims == 3 ? t.ne[2] : 1;
+    const size_t pb = kernels::packed_weight_bytes(pt, t.ne[0], t.ne[1]) * static_cast<size_t>(n_mats);
     if (pb == 0) continue;
     matrix_file += t.n_bytes;
     matrix_packed += pb;

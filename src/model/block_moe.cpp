@@ -1,0 +1,198 @@
+// The mixture-of-experts feed-forward block (Shazeer et al. 2017, "Outrageously Large Neural
+// Networks"; as Qwen3-MoE and gpt-oss run it):
+//
+//   l = W_router · x (+ b_router)                                   [n_expert] router logits
+//   SoftmaxTopK (qwen3moe): p = softmax(l); S = the k largest p; w_e = p_e / Σ_{S} p
+//   TopKSoftmax (gpt-oss):  S = the k largest l; w = softmax(l restricted to S)
+//   out = Σ_{e ∈ S} w_e · FFN_e(x)
+//   FFN_e(x) = W_down[e] · act(W_gate[e] · x (+ b), W_up[e] · x (+ b)) (+ b_down[e])
+//   act = silu(g) · u (SwiGLU), or gpt-oss's clamped SwiGLU:
+//         g' = min(g, 7), u' = clamp(u, −7, 7), act = g' · sigmoid(1.702 · g') · (u' + 1)
+//
+// k = expert_used_count, experts in 3-D tensors ffn_{gate,up,down}_exps (ne = {n_in, n_out,
+// n_expert}), width expert_feed_forward_length.
+//
+// Determinism: ties among router values are broken by the lower expert id, so a token's
+// choice depends only on its own row. Execution is grouped by expert: the tokens of the ubatch
+// routed to expert e are gathered into one matrix and multiplied by e's weights once (each
+// touched expert's weights are read once per ubatch, not once per token); each result row goes
+// back to its (token, slot). A token's output is then summed over its slots in its own top-k
+// order, so no row depends on which other tokens shared an expert (the matmul kernels are
+// batch-invariant per row, kernels/matmul.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "kernels/ops.h"
+#include "model/block_kinds.h"
+
+namespace ubatch {
+
+namespace {
+
+constexpr float kMoeSwigluAlpha = 1.702f;  // gpt-oss clamped SwiGLU
+constexpr float kMoeSwigluLimit = 7.0f;
+
+class MoeFfnBlock final : public Block {
+ public:
+  std::string_view kind() const override { return "moe"; }
+
+  Status bind(Binder& b, const HParams& hp, int il) override {
+    auto name = [il](const char* n, const char* k = "weight") { return fmt::format("blk.{}.{}.{}", il, n, k); };
+    const int64_t E = hp.n_embd, F = hp.n_ff_exp, X = hp.n_expert;
+    Status s;
+    if (!(s = b.experts(name("ffn_gate_exps"), E, F, X, gate_))) return s;
+    if (!(s = b.experts(name("ffn_up_exps"), E, F, X, up_))) return s;
+    if (!(s = b.experts(name("ffn_down_exps"), F, E, X, down_))) return s;
+    if (!(s = b.matrix(name("ffn_gate_inp"), E, X, router_))) return s;
+    if (router_.type != TensorType::F32 && router_.type != TensorType::F16 && router_.type != TensorType::BF16)
+      return Status::error(fmt::format("model: tensor '{}' (the router) has type {}; a quantized router is not "
+                                       "supported (the format keeps it in float)",
+                                       name("ffn_gate_inp"), tensor_type_name(router_.type)));
+    if (hp.moe_biases) {
+      if (!(s = b.vector(name("ffn_gate_inp", "bias"), X, router_bias_))) return s;
+      if (!(s = b.f32_matrix(name("ffn_gate_exps", "bias"), F, X, gate_bias_))) return s;
+      if (!(s = b.f32_matrix(name("ffn_up_exps", "bias"), F, X, up_bias_))) return s;
+      if (!(s = b.f32_matrix(name("ffn_down_exps", "bias"), E, X, down_bias_))) return s;
+    }
+    return Status::ok();
+  }
+
+  // The experts (the router stays in float and is not repacked).
+  void matrices(std::vector<kernels::WeightView*>& out) override {
+    for (auto* set : {&gate_, &up_, &down_})
+      for (kernels::WeightView& v : *set) out.push_back(&v);
+  }
+
+  void forward(ForwardPass& fp, int /*il*/) override {
+    const HParams& hp = fp.hp;
+    const int64_t T = fp.T, E = hp.n_embd, F = hp.n_ff_exp, X = hp.n_expert, K = hp.n_expert_used;
+    float* logits = fp.scratch.get(Scratch::kProj0, T * X);  // [T, n_expert]
+    kernels::matmul(router_, fp.xn, T, logits, fp.pool);
+
+    // Routing, per token: chosen experts and weights in the token's top-k order.
+    sel_.resize(static_cast<size_t>(T * K));
+    wsel_.resize(static_cast<size_t>(T * K));
+    fp.per_token([&](int64_t t0, int64_t t1) {
+      std::vector<float> v(static_cast<size_t>(X));
+      for (int64_t t = t0; t < t1; ++t) route(hp, logits + t * X, v.data(), &sel_[t * K], &wsel_[t * K]);
+    });
+
+    // Groups: for each expert, its (token, slot) rows in ascending token order.
+    count_.assign(static_cast<size_t>(X) + 1, 0);
+    for (int64_t i = 0; i < T * K; ++i) ++count_[static_cast<size_t>(sel_[i]) + 1];
+    for (int64_t e = 0; e < X; ++e) count_[e + 1] += count_[e];
+    rows_.resize(static_cast<size_t>(T * K));
+    {
+      std::vector<int64_t> fill(count_.begin(), count_.end() - 1);
+      for (int64_t i = 0; i < T * K; ++i) rows_[static_cast<size_t>(fill[sel_[i]]++)] = i;  // i = t·K + slot
+    }
+
+    float* xg = fp.scratch.get(Scratch::kProj1, T * E);     // [n_e, n_embd] gathered inputs
+    float* g = fp.scratch.get(Scratch::kGate, T * F);       // [n_e, n_ff_exp]
+    float* u = fp.scratch.get(Scratch::kUp, T * F);         // [n_e, n_ff_exp]
+    float* yg = fp.scratch.get(Scratch::kProj2, T * E);     // [n_e, n_embd]
+    float* ys = fp.scratch.get(Scratch::kProj3, T * K * E); // [T, K, n_embd] per (token, slot)
+    for (int64_t e = 0; e < X; ++e) {
+      const int64_t r0 = count_[e], n = count_[e + 1] - r0;
+      if (n == 0) continue;
+      const int64_t* rows = &rows_[static_cast<size_t>(r0)];
+      for (int64_t r = 0; r < n; ++r) std::memcpy(xg + r * E, fp.xn + (rows[r] / K) * E, sizeof(float) * E);
+      {
+        const kernels::WeightView* ws[2] = {&gate_[e], &up_[e]};
+        float* outs[2] = {g, u};
+        kernels::matmul_multi(ws, outs, 2, xg, n, fp.pool);
+      }
+      activate(hp, e, g, u, n);
+      kernels::matmul(down_[e], g, n, yg, fp.pool);
+      for (int64_t r = 0; r < n; ++r) {
+        float* dst = ys + rows[r] * E;
+        if (down_bias_) kernels::add(yg + r * E, down_bias_ + e * E, dst, E);
+        else std::memcpy(dst, yg + r * E, sizeof(float) * E);
+      }
+    }
+
+    // out[t] = Σ_slot w · y, slots in the token's own order.
+    fp.per_token([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* o = fp.out + t * E;
+        for (int64_t j = 0; j < K; ++j) {
+          const float w = wsel_[t * K + j];
+          const float* y = ys + (t * K + j) * E;
+          if (j == 0) {
+            for (int64_t i = 0; i < E; ++i) o[i] = w * y[i];
+          } else {
+            for (int64_t i = 0; i < E; ++i) o[i] += w * y[i];
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  // The k experts and weights of one token from its router logits l [n_expert] (v: scratch).
+  void route(const HParams& hp, const float* l, float* v, int32_t* sel, float* w) const {
+    const int64_t X = hp.n_expert, K = hp.n_expert_used;
+    for (int64_t e = 0; e < X; ++e) v[e] = router_bias_ ? l[e] + router_bias_[e] : l[e];
+    if (hp.moe_gating == MoeGating::SoftmaxTopK) kernels::softmax(v, X);
+    // Top-k by value, ties to the lower id: selection by repeated scan (k is small).
+    for (int64_t j = 0; j < K; ++j) {
+      int32_t best = -1;
+      for (int64_t e = 0; e < X; ++e) {
+        bool taken = false;
+        for (int64_t i = 0; i < j; ++i) taken = taken || sel[i] == e;
+        if (taken) continue;
+        if (best < 0 || v[e] > v[best]) best = static_cast<int32_t>(e);
+      }
+      sel[j] = best;
+      w[j] = v[best];
+    }
+    if (hp.moe_gating == MoeGating::SoftmaxTopK) {
+      float sum = 0;
+      for (int64_t j = 0; j < K; ++j) sum += w[j];
+      for (int64_t j = 0; j < K; ++j) w[j] /= sum;
+    } else {
+      kernels::softmax(w, K);
+    }
+  }
+
+  // g[r] = act(g[r] (+ bias), u[r] (+ bias)) for the n rows of expert e.
+  void activate(const HParams& hp, int64_t e, float* g, float* u, int64_t n) const {
+    const int64_t F = hp.n_ff_exp;
+    for (int64_t r = 0; r < n; ++r) {
+      float* gr = g + r * F;
+      float* ur = u + r * F;
+      if (gate_bias_) kernels::add(gr, gate_bias_ + e * F, gr, F);
+      if (up_bias_) kernels::add(ur, up_bias_ + e * F, ur, F);
+      if (hp.moe_clamped_swiglu) {
+        for (int64_t i = 0; i < F; ++i) {
+          const float gc = std::min(gr[i], kMoeSwigluLimit);
+          const float uc = std::clamp(ur[i], -kMoeSwigluLimit, kMoeSwigluLimit);
+          gr[i] = gc * kernels::sigmoid(kMoeSwigluAlpha * gc) * (uc + 1.0f);
+        }
+      } else {
+        kernels::silu(gr, gr, F);
+        kernels::mul(gr, ur, gr, F);
+      }
+    }
+  }
+
+  std::vector<kernels::WeightView> gate_, up_, down_;  // [n_expert] × [n_ff_exp, n_embd], …, [n_embd, n_ff_exp]
+  kernels::WeightView router_;                         // [n_expert, n_embd], float
+  const float* router_bias_ = nullptr;                 // [n_expert] (gpt-oss)
+  const float* gate_bias_ = nullptr;                   // [n_expert, n_ff_exp] (gpt-oss)
+  const float* up_bias_ = nullptr;                     // [n_expert, n_ff_exp]
+  const float* down_bias_ = nullptr;                   // [n_expert, n_embd]
+  // Per forward: routing and groups (reused).
+  std::vector<int32_t> sel_;   // [T, K] chosen experts
+  std::vector<float> wsel_;    // [T, K] their weights
+  std::vector<int64_t> count_; // [n_expert + 1] group starts in rows_
+  std::vector<int64_t> rows_;  // [T·K] (token·K + slot), grouped by expert
+};
+
+}  // namespace
+
+std::unique_ptr<Block> make_moe_ffn() { return std::make_unique<MoeFfnBlock>(); }
+
+}  // namespace ubatch
