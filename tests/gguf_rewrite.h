@@ -16,7 +16,7 @@ struct Rewrite {
   std::function<bool(const gguf::MetadataEntry&, gguf::Writer&)> key;
   // Returns true when it wrote (or dropped) the tensor itself.
   std::function<bool(const gguf::TensorInfo&, gguf::Writer&)> tensor;
-  std::function<void(gguf::Writer&)> extra;  // keys and tensors added at the end
+  std::function<void(gguf::Writer&)> extra = nullptr;  // keys and tensors added at the end (may be left out)
 };
 
 inline std::vector<uint8_t> tensor_bytes(const gguf::TensorInfo& t) {

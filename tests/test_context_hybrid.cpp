@@ -15,6 +15,7 @@
 #include "context/context.h"
 #include "gguf/gguf_writer.h"
 #include "gguf_rewrite.h"
+#include "logits_util.h"
 #include "reference_rule.h"
 #include "support.h"
 
@@ -123,35 +124,12 @@ HyRewrite hy_edit(const std::string& suffix, std::function<void(std::vector<floa
           }};
 }
 
-// Logits of every row of `tokens` as one sequence: [n, n_vocab].
-std::vector<float> hy_logits(Context& ctx, const std::vector<int32_t>& tokens, int32_t seq = 0) {
-  Batch b;
-  for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), seq, true);
-  DecodeResult r = ctx.decode(b);
-  EXPECT_TRUE(r.ok()) << r.message;
-  std::vector<float> out;
-  if (!r.ok()) return out;
-  for (size_t i = 0; i < tokens.size(); ++i) out.insert(out.end(), ctx.logits(int32_t(i)), ctx.logits(int32_t(i)) + ctx.n_vocab());
-  return out;
-}
-
 std::vector<int32_t> hy_prompt() {
   nlohmann::json man = hy_manifest();
   const auto& c = man["models"][0]["cases"][3];
   std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
   tokens.resize(c["n_prompt"].get<size_t>());
   return tokens;
-}
-
-double hy_max_rel_change(const std::vector<float>& a, const std::vector<float>& b, int32_t n_vocab) {
-  double worst = 0;
-  for (size_t r = 0; r * n_vocab < a.size(); ++r) {
-    const auto [mn, mx] = std::minmax_element(&a[r * n_vocab], &a[r * n_vocab] + n_vocab);
-    double d = 0;
-    for (int32_t v = 0; v < n_vocab; ++v) d = std::max(d, double(std::fabs(a[r * n_vocab + v] - b[r * n_vocab + v])));
-    worst = std::max(worst, d / (*mx - *mn));
-  }
-  return worst;
 }
 
 struct HyMutation {
@@ -218,10 +196,10 @@ TEST_P(HybridMutation, FeatureIsRead) {
   ASSERT_TRUE(a && c);
   ASSERT_TRUE(b) << "the mutated model must still load: " << err;
   const std::vector<int32_t> prompt = hy_prompt();
-  const std::vector<float> la = hy_logits(*a, prompt), lb = hy_logits(*b, prompt), lc = hy_logits(*c, prompt);
+  const std::vector<float> la = test::sequence_logits(*a, prompt), lb = test::sequence_logits(*b, prompt), lc = test::sequence_logits(*c, prompt);
   ASSERT_EQ(la.size(), lb.size());
   EXPECT_TRUE(la == lc) << "rewriting without a change changed the logits";
-  const double change = hy_max_rel_change(la, lb, a->n_vocab());
+  const double change = test::max_rel_change(la, lb, a->n_vocab());
   std::printf("%-30s logits move by up to %.2f of the row range\n", mc.name, change);
   EXPECT_GT(change, 0.03) << mc.name << ": the feature does not reach the logits";
 }
@@ -316,35 +294,17 @@ class HybridState : public ::testing::TestWithParam<const char*> {
   std::unique_ptr<Context> make(int32_t n_ubatch = 512) { return hy_context(hy_model_file(GetParam()), 1024, n_ubatch); }
 };
 
-// Bytes of row i of the last decode.
-std::vector<float> hy_row(Context& ctx, int32_t i) { return std::vector<float>(ctx.logits(i), ctx.logits(i) + ctx.n_vocab()); }
-
 TEST_P(HybridState, OutputDoesNotDependOnTheBatch) {
   UBATCH_REQUIRE_REFERENCE();
   const std::vector<int32_t> p = hy_prompt();
   std::unique_ptr<Context> alone = make(), mixed = make(), chunked = make(5);
   ASSERT_TRUE(alone && mixed && chunked);
   const std::vector<int32_t> a(p.begin(), p.begin() + 37);
-  const std::vector<float> ref = hy_logits(*alone, a);
+  const std::vector<float> ref = test::sequence_logits(*alone, a);
   // The same tokens with two other sequences' rows interleaved, over three decodes.
-  std::vector<float> got;
-  int32_t done = 0;
-  for (int32_t step : {20, 1, 16}) {
-    Batch b;
-    for (int32_t i = 0; i < step; ++i) {
-      b.add(p[static_cast<size_t>(100 - done - i)], done + i, 1, (i % 3) == 0);
-      b.add(a[static_cast<size_t>(done + i)], done + i, 0, true);
-      b.add(p[static_cast<size_t>(done + i + 50)], done + i, 2, false);
-    }
-    ASSERT_TRUE(mixed->decode(b).ok());
-    for (int32_t i = 0; i < step; ++i) {
-      const std::vector<float> r = hy_row(*mixed, 3 * i + 1);
-      got.insert(got.end(), r.begin(), r.end());
-    }
-    done += step;
-  }
+  const std::vector<float> got = test::logits_among_other_sequences(*mixed, a, p);
   EXPECT_TRUE(got == ref) << "a sequence's logits changed with the other rows of its batch";
-  EXPECT_TRUE(hy_logits(*chunked, a) == ref) << "a sequence's logits changed with n_ubatch";
+  EXPECT_TRUE(test::sequence_logits(*chunked, a) == ref) << "a sequence's logits changed with n_ubatch";
 }
 
 TEST_P(HybridState, SeqCpCopiesTheState) {
@@ -352,19 +312,19 @@ TEST_P(HybridState, SeqCpCopiesTheState) {
   const std::vector<int32_t> p = hy_prompt();
   std::unique_ptr<Context> ctx = make(), fresh = make();
   const std::vector<int32_t> a(p.begin(), p.begin() + 30);
-  hy_logits(*ctx, a, 0);
+  test::sequence_logits(*ctx, a, 0);
   ctx->kv().seq_cp(0, 3);
   Batch b;
   b.add(p[40], 30, 3, true);
   b.add(p[41], 30, 0, true);
   ASSERT_TRUE(ctx->decode(b).ok());
-  const std::vector<float> forked = hy_row(*ctx, 0), original = hy_row(*ctx, 1);
+  const std::vector<float> forked = test::row_logits(*ctx, 0), original = test::row_logits(*ctx, 1);
   std::vector<int32_t> a3 = a, a0 = a;
   a3.push_back(p[40]);
   a0.push_back(p[41]);
-  const std::vector<float> f3 = hy_logits(*fresh, a3, 0);
+  const std::vector<float> f3 = test::sequence_logits(*fresh, a3, 0);
   fresh->kv().clear();
-  const std::vector<float> f0 = hy_logits(*fresh, a0, 0);
+  const std::vector<float> f0 = test::sequence_logits(*fresh, a0, 0);
   EXPECT_TRUE(std::equal(forked.begin(), forked.end(), f3.end() - fresh->n_vocab()));
   EXPECT_TRUE(std::equal(original.begin(), original.end(), f0.end() - fresh->n_vocab()));
 }
@@ -374,7 +334,7 @@ TEST_P(HybridState, RollbackReturnsToACheckpoint) {
   const std::vector<int32_t> p = hy_prompt();
   std::unique_ptr<Context> ctx = make(), fresh = make();
   const std::vector<int32_t> a(p.begin(), p.begin() + 20);
-  hy_logits(*ctx, a, 0);
+  test::sequence_logits(*ctx, a, 0);
   // Without a checkpoint the state cannot go back: refused, nothing changed.
   EXPECT_FALSE(ctx->kv().seq_rm(0, 15, -1));
   EXPECT_EQ(ctx->kv().seq_rollback(0, 15), -1);
@@ -394,8 +354,8 @@ TEST_P(HybridState, RollbackReturnsToACheckpoint) {
   ASSERT_TRUE(ctx->decode(b).ok());
   std::vector<int32_t> expect = a;
   expect.insert(expect.end(), {p[60], p[61], p[90]});
-  const std::vector<float> f = hy_logits(*fresh, expect, 0);
-  const std::vector<float> got = hy_row(*ctx, 0);
+  const std::vector<float> f = test::sequence_logits(*fresh, expect, 0);
+  const std::vector<float> got = test::row_logits(*ctx, 0);
   EXPECT_TRUE(std::equal(got.begin(), got.end(), f.end() - fresh->n_vocab()));
   // seq_rm back to a checkpoint works the same way; the placement at 22 kept the checkpoint
   // just before it (21) and dropped the older ones.
@@ -409,8 +369,8 @@ TEST_P(HybridState, PrefixSnapshotResumesTheState) {
   const std::vector<int32_t> p = hy_prompt();
   std::unique_ptr<Context> ctx = make(), fresh = make();
   const std::vector<int32_t> a(p.begin(), p.begin() + 45);
-  const std::vector<float> ref = hy_logits(*fresh, a, 0);
-  hy_logits(*ctx, std::vector<int32_t>(a.begin(), a.begin() + 40), 0);
+  const std::vector<float> ref = test::sequence_logits(*fresh, a, 0);
+  test::sequence_logits(*ctx, std::vector<int32_t>(a.begin(), a.begin() + 40), 0);
   EXPECT_EQ(ctx->kv().stats().n_snapshots, 1);  // at the last block boundary the chunk reached (32)
   EXPECT_GT(ctx->kv().stats().snapshot_bytes, 0u);
   ASSERT_TRUE(ctx->kv().seq_rm(0, 0, -1));
@@ -420,7 +380,7 @@ TEST_P(HybridState, PrefixSnapshotResumesTheState) {
   for (int32_t i = reused; i < 45; ++i) b.add(a[static_cast<size_t>(i)], i, 5, true);
   ASSERT_TRUE(ctx->decode(b).ok());
   for (int32_t i = reused; i < 45; ++i) {
-    const std::vector<float> r = hy_row(*ctx, i - reused);
+    const std::vector<float> r = test::row_logits(*ctx, i - reused);
     EXPECT_TRUE(std::equal(r.begin(), r.end(), ref.begin() + static_cast<size_t>(i) * ctx->n_vocab())) << "row " << i;
   }
   ctx->kv().check_invariants();

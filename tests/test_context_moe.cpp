@@ -18,6 +18,7 @@
 #include "context/context.h"
 #include "gguf/gguf_writer.h"
 #include "gguf_rewrite.h"
+#include "logits_util.h"
 #include "reference_rule.h"
 #include "support.h"
 
@@ -200,35 +201,11 @@ MoeRewrite moe_set_f32(const std::string& key, float value) {
           nullptr};
 }
 
-// Logits of every row of `tokens` as one sequence: [n, n_vocab].
-std::vector<float> moe_logits(Context& ctx, const std::vector<int32_t>& tokens, int32_t seq = 0) {
-  Batch b;
-  for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), seq, true);
-  DecodeResult r = ctx.decode(b);
-  EXPECT_TRUE(r.ok()) << r.message;
-  std::vector<float> out;
-  if (!r.ok()) return out;
-  for (size_t i = 0; i < tokens.size(); ++i)
-    out.insert(out.end(), ctx.logits(int32_t(i)), ctx.logits(int32_t(i)) + ctx.n_vocab());
-  return out;
-}
-
 // The 130-token case's prompt.
 std::vector<int32_t> moe_prompt() {
   nlohmann::json man = moe_manifest();
   const auto& c = man["models"][0]["cases"][3];
   return c["tokens"].get<std::vector<int32_t>>();
-}
-
-double moe_max_rel_change(const std::vector<float>& a, const std::vector<float>& b, int32_t n_vocab) {
-  double worst = 0;
-  for (size_t r = 0; r * n_vocab < a.size(); ++r) {
-    const auto [mn, mx] = std::minmax_element(&a[r * n_vocab], &a[r * n_vocab] + n_vocab);
-    double d = 0;
-    for (int32_t v = 0; v < n_vocab; ++v) d = std::max(d, double(std::fabs(a[r * n_vocab + v] - b[r * n_vocab + v])));
-    worst = std::max(worst, d / (*mx - *mn));
-  }
-  return worst;
 }
 
 struct MoeMutation {
@@ -283,10 +260,10 @@ TEST_P(MoeMutationTest, FeatureIsRead) {
   ASSERT_TRUE(a && c);
   ASSERT_TRUE(b) << "the mutated model must still load: " << err;
   const std::vector<int32_t> prompt = moe_prompt();
-  const std::vector<float> la = moe_logits(*a, prompt), lb = moe_logits(*b, prompt), lc = moe_logits(*c, prompt);
+  const std::vector<float> la = test::sequence_logits(*a, prompt), lb = test::sequence_logits(*b, prompt), lc = test::sequence_logits(*c, prompt);
   ASSERT_EQ(la.size(), lb.size());
   EXPECT_TRUE(la == lc) << "rewriting without a change changed the logits";
-  const double change = moe_max_rel_change(la, lb, a->n_vocab());
+  const double change = test::max_rel_change(la, lb, a->n_vocab());
   std::printf("%-34s logits move by up to %.2f of the row range\n", mc.name, change);
   EXPECT_GT(change, 0.03) << mc.name << ": the feature does not reach the logits";
 }
@@ -311,7 +288,7 @@ TEST(MoeRouting, RelabellingTheExpertsKeepsEveryBit) {
   std::unique_ptr<Context> a = moe_context(original, 256, 512), b = moe_context(relabelled, 256, 512);
   ASSERT_TRUE(a && b);
   const std::vector<int32_t> prompt = moe_prompt();
-  EXPECT_TRUE(moe_logits(*a, prompt) == moe_logits(*b, prompt));
+  EXPECT_TRUE(test::sequence_logits(*a, prompt) == test::sequence_logits(*b, prompt));
 }
 
 // ---- Strict loading ------------------------------------------------------------------------------
@@ -458,7 +435,7 @@ TEST(MoeStrictLoading, MxfpTinyScaleRunsExactly) {
   std::unique_ptr<Context> ctx = moe_context(tiny, 256, 512, 2, &err);
   ASSERT_TRUE(ctx) << err;
   const std::vector<int32_t> p = moe_prompt();
-  const std::vector<float> l = moe_logits(*ctx, std::vector<int32_t>(p.begin(), p.begin() + 8));
+  const std::vector<float> l = test::sequence_logits(*ctx, std::vector<int32_t>(p.begin(), p.begin() + 8));
   ASSERT_FALSE(l.empty());
   for (float x : l) ASSERT_TRUE(std::isfinite(x));
 }
@@ -510,7 +487,7 @@ TEST(MoeSeqShift, ShiftedKeysMatchKeysComputedAtTheNewPositions) {
     ASSERT_TRUE(direct->decode(b).ok());
     const std::vector<float> ls(shifted->logits(0), shifted->logits(0) + shifted->n_vocab());
     const std::vector<float> ld(direct->logits(n), direct->logits(n) + direct->n_vocab());
-    EXPECT_LT(moe_max_rel_change(ld, ls, direct->n_vocab()), 1e-4);
+    EXPECT_LT(test::max_rel_change(ld, ls, direct->n_vocab()), 1e-4);
   }
 }
 
@@ -521,35 +498,18 @@ class MoeBatch : public ::testing::TestWithParam<const char*> {
   std::unique_ptr<Context> make(int32_t n_ubatch = 512) { return moe_context(moe_model_file(GetParam()), 1024, n_ubatch); }
 };
 
-std::vector<float> moe_row(Context& ctx, int32_t i) { return std::vector<float>(ctx.logits(i), ctx.logits(i) + ctx.n_vocab()); }
-
 TEST_P(MoeBatch, OutputDoesNotDependOnTheBatch) {
   UBATCH_REQUIRE_REFERENCE();
   const std::vector<int32_t> p = moe_prompt();
   std::unique_ptr<Context> alone = make(), mixed = make(), chunked = make(5);
   ASSERT_TRUE(alone && mixed && chunked);
   const std::vector<int32_t> a(p.begin(), p.begin() + 37);
-  const std::vector<float> ref = moe_logits(*alone, a);
+  const std::vector<float> ref = test::sequence_logits(*alone, a);
   // The same tokens with two other sequences' rows interleaved, over three decodes: the experts'
   // groups hold other tokens, in other orders.
-  std::vector<float> got;
-  int32_t done = 0;
-  for (int32_t step : {20, 1, 16}) {
-    Batch b;
-    for (int32_t i = 0; i < step; ++i) {
-      b.add(p[static_cast<size_t>(100 - done - i)], done + i, 1, (i % 3) == 0);
-      b.add(a[static_cast<size_t>(done + i)], done + i, 0, true);
-      b.add(p[static_cast<size_t>(done + i + 50)], done + i, 2, false);
-    }
-    ASSERT_TRUE(mixed->decode(b).ok());
-    for (int32_t i = 0; i < step; ++i) {
-      const std::vector<float> r = moe_row(*mixed, 3 * i + 1);
-      got.insert(got.end(), r.begin(), r.end());
-    }
-    done += step;
-  }
+  const std::vector<float> got = test::logits_among_other_sequences(*mixed, a, p);
   EXPECT_TRUE(got == ref) << "a sequence's logits changed with the other rows of its batch";
-  EXPECT_TRUE(moe_logits(*chunked, a) == ref) << "a sequence's logits changed with n_ubatch";
+  EXPECT_TRUE(test::sequence_logits(*chunked, a) == ref) << "a sequence's logits changed with n_ubatch";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, MoeBatch,
