@@ -3,9 +3,11 @@
 # each for a fixed time on its seed corpus (fuzz/corpus/<target>/, read only; new inputs go
 # to build-fuzz/corpus/<target>/, kept between runs). A finding stops with the reproducer's
 # path (build-fuzz/findings/) and a non-zero exit. docs/FUZZING.md has the long runs.
-# Usage: scripts/fuzz.sh [--seconds N] [--seed N] [--jobs N] [--tests REGEX TEST_FILE...] [target_fuzz ...]
+# Usage: scripts/fuzz.sh [--seconds N] [--seed N] [--jobs N] [--build-only] [--tests REGEX TEST_FILE...] [target_fuzz ...]
 #   (default: 20 s, every target, a random seed; --seed makes a run follow the same sequence of inputs,
 #   as CI's smoke run does: a new finding then comes from a change, not from the draw)
+# --build-only: configure and build (the same tree and targets as the same call without it), then
+# exit; scripts/test.sh runs it in the background at idle priority during the Release tests.
 # --tests: first build those test files (test_*.cpp names without .cpp; they build into the
 # per-layer test executables, tests/CMakeLists.txt) in the same tree (every library there is
 # compiled once, with ASan + UBSan and coverage, for both) and run the CTest tests matching
@@ -22,15 +24,17 @@ TARGETS=()
 SEED=""
 TEST_REGEX=""
 TEST_TARGETS=()
+BUILD_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) SECONDS_PER_TARGET=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     --jobs) JOBS=$2; shift 2 ;;
     --tests) TEST_REGEX=$2; shift 2 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
     test_*) TEST_TARGETS+=("$1"); shift ;;
     *_fuzz) TARGETS+=("$1"); shift ;;
-    *) echo "usage: $0 [--seconds N] [--seed N] [--jobs N] [--tests REGEX TEST_FILE...] [target_fuzz ...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds N] [--seed N] [--jobs N] [--build-only] [--tests REGEX TEST_FILE...] [target_fuzz ...]" >&2; exit 2 ;;
   esac
 done
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(gguf_fuzz tokenizer_fuzz chat_fuzz json_request_fuzz sse_fuzz grammar_fuzz model_load_fuzz \
@@ -62,6 +66,7 @@ CXX="$CXX_FUZZ" cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebI
 build_targets=("${TARGETS[@]}")
 [ -n "$TEST_REGEX" ] && build_targets+=(ubatch_tests)
 cmake --build build-fuzz --target "${build_targets[@]}"
+[ "$BUILD_ONLY" = 1 ] && exit 0
 
 if [ -n "$TEST_REGEX" ]; then
   echo "== tests under AddressSanitizer + UBSan (clang): ${#TEST_TARGETS[@]} test files, CTest -R '$TEST_REGEX'"

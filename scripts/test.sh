@@ -5,7 +5,8 @@
 #      --ci-build) starts in the background at idle CPU priority: it runs only on cores the
 #      stages below leave idle (link steps, tests waiting on sockets), and its output goes to
 #      build-logs/aarch64-build.log;
-#   3. every test with CTest (Release);
+#   3. every test with CTest (Release), while the ASan and TSan trees of stages 4 and 5 build in
+#      the background at idle priority;
 #   4. the file-parser, grammar, HTTP-transport, Jinja-engine and packed-kernel tests under
 #      AddressSanitizer + UBSan, then a smoke run of every fuzz target from the same sanitized
 #      build (scripts/fuzz.sh);
@@ -28,6 +29,7 @@ STAGE_COUNTS=()
 current=""
 stage_t0=0
 bg_pid=""
+prebuild_pids=()
 mmss() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 stamp() { echo "== [$(mmss "$SECONDS")] $*"; }
 begin() { current=$1; stage_t0=$SECONDS; stamp "$1"; }
@@ -49,9 +51,12 @@ summary() {
 }
 on_exit() {
   local rc=$?
-  if [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; then
-    kill -- -"$bg_pid" 2>/dev/null || kill "$bg_pid" 2>/dev/null || true
-  fi
+  local p
+  for p in "$bg_pid" "${prebuild_pids[@]}"; do
+    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+      kill -- -"$p" 2>/dev/null || kill "$p" 2>/dev/null || true
+    fi
+  done
   if [ "$rc" != 0 ]; then
     echo
     echo "== FAILED: stage '${current:-?}' (exit $rc): its failure is the output just above; the stages before it passed."
@@ -84,7 +89,45 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
 end "$(ctest --test-dir build -N | grep -Eo 'Total Tests: [0-9]+' | grep -Eo '[0-9]+') tests registered"
 
+# The sanitized trees build in the background at idle priority (SCHED_IDLE, like the aarch64
+# cross-build) from the start of the Release tests, both at once, two compile jobs each: they
+# take the cores that tests waiting on sockets and timers leave idle. A stage first waits
+# for its tree's background build, then builds it again in the foreground (a no-op when the
+# background build succeeded; a failure shows its errors there).
+ASAN_FILES=(test_gguf test_gguf_hostile test_context_archs test_context_hybrid test_kernels_gemm test_tokenizer_chat test_tokenizer_segments
+  test_tokenizer_vectors test_tokenizer_wpm test_grammar_gbnf test_grammar_matcher test_grammar_json_schema
+  test_server_transport test_server_http test_server_webui
+  test_template_lexer test_template_parser test_template_values test_template_filters test_template_tests
+  test_template_statements test_template_sandbox test_template_marks test_template_chat test_template_corpus)
+ASAN_REGEX='Gguf|ArchStrictLoading|Hybrid|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|TokenizerVectors|TokenizerWpm|WordPieceWords|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
+TSAN_FILES=(test_server_stream test_server_transport test_server_http test_server_webui test_server_models
+            test_server_health test_server_openapi test_server_hardening
+            test_sched_engine test_sched_scheduler test_sched_preemption test_sched_deadlines test_sched_live_view
+            test_sched_step_gate)
+TSAN_SERVER_FILTER='-ServerStream.ThirtyTwoConcurrentStreamsMatchNonStreamedAndSoloRuns:ServerStream.EmojiAndCjkFramesNeverSplitACharacter:ServerStream.ChatAnswers:ServerModels.ServesBothEmbeddedModelsByDefault:ServerModels.RefusesAModelThatCanNeverFit'
+tsan_build() {
+# -O1: TSan's recommended level; -g1: line tables for the reports' frames (full -g cost a third
+# more compile time, g++ 12).
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DUBATCH_TSAN=ON -DUBATCH_TEST_FILES="$(IFS=';'; echo "${TSAN_FILES[*]}")" >/dev/null
+  cmake --build build-tsan --target ubatch_tests
+}
+# wait_prebuild I: waits for background build I (0: ASan + fuzz, 1: TSan); its exit status is not
+# used (the foreground build after it is the one that counts).
+wait_prebuild() {
+  local p=${prebuild_pids[$1]:-}
+  [ -n "$p" ] && { wait "$p" 2>/dev/null || true; }
+  prebuild_pids[$1]=""
+}
+
 begin "tests (Release)"
+CMAKE_BUILD_PARALLEL_LEVEL=2 setsid "${PRIO[@]}" bash scripts/fuzz.sh --build-only --tests "$ASAN_REGEX" "${ASAN_FILES[@]}" \
+  >"$LOGS/asan-prebuild.log" 2>&1 &
+prebuild_pids[0]=$!
+CMAKE_BUILD_PARALLEL_LEVEL=2 setsid "${PRIO[@]}" bash -c "$(declare -p TSAN_FILES); $(declare -f tsan_build); tsan_build" \
+  >"$LOGS/tsan-prebuild.log" 2>&1 &
+prebuild_pids[1]=$!
+echo "== ASan and TSan trees building in the background (${PRIO[*]}; logs: $LOGS/{asan,tsan}-prebuild.log)"
 ctest --test-dir build --output-on-failure -j "$JOBS" 2>&1 | tee "$LOGS/release-tests.log"
 end "$(ctest_count "$LOGS/release-tests.log")"
 
@@ -93,13 +136,8 @@ end "$(ctest_count "$LOGS/release-tests.log")"
 # With clang these build in the fuzzers' tree (build-fuzz/: one sanitized compile of the
 # libraries for both), and every libFuzzer target then runs for 20 s (docs/FUZZING.md);
 # without clang, in a GCC tree (build-asan/), and the fuzz smoke says it is skipped.
-ASAN_FILES=(test_gguf test_gguf_hostile test_context_archs test_context_hybrid test_kernels_gemm test_tokenizer_chat test_tokenizer_segments
-  test_tokenizer_vectors test_tokenizer_wpm test_grammar_gbnf test_grammar_matcher test_grammar_json_schema
-  test_server_transport test_server_http test_server_webui
-  test_template_lexer test_template_parser test_template_values test_template_filters test_template_tests
-  test_template_statements test_template_sandbox test_template_marks test_template_chat test_template_corpus)
-ASAN_REGEX='Gguf|ArchStrictLoading|Hybrid|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|TokenizerVectors|TokenizerWpm|WordPieceWords|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
 begin "ASan + UBSan tests, fuzz smoke"
+wait_prebuild 0
 fuzz_rc=0
 bash scripts/fuzz.sh --seconds 20 --seed 1 --tests "$ASAN_REGEX" "${ASAN_FILES[@]}" 2>&1 | tee "$LOGS/asan-fuzz.log" ||
   fuzz_rc=${PIPESTATUS[0]}
@@ -124,16 +162,8 @@ begin "ThreadSanitizer tests"
 # 32 concurrent default-model streams (and its two other default-model cases) and
 # test_server_priority; they run in the Release suite above. (The two ServerModels tests left out
 # start the `ubatch` binary, which this tree does not build.)
-TSAN_FILES=(test_server_stream test_server_transport test_server_http test_server_webui test_server_models
-            test_server_health test_server_openapi test_server_hardening
-            test_sched_engine test_sched_scheduler test_sched_preemption test_sched_deadlines test_sched_live_view
-            test_sched_step_gate)
-TSAN_SERVER_FILTER='-ServerStream.ThirtyTwoConcurrentStreamsMatchNonStreamedAndSoloRuns:ServerStream.EmojiAndCjkFramesNeverSplitACharacter:ServerStream.ChatAnswers:ServerModels.ServesBothEmbeddedModelsByDefault:ServerModels.RefusesAModelThatCanNeverFit'
-# -O1: TSan's recommended level; -g1: line tables for the reports' frames (full -g cost a third
-# more compile time, g++ 12).
-cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DUBATCH_TSAN=ON -DUBATCH_TEST_FILES="$(IFS=';'; echo "${TSAN_FILES[*]}")" >/dev/null
-cmake --build build-tsan --target ubatch_tests
+wait_prebuild 1
+tsan_build
 # halt_on_error: any report fails the test that produced it. The server executable runs as four
 # gtest shards and the scheduler one whole, $JOBS processes at a time, each into
 # build-tsan/<name>.log (printed whole when it fails).
@@ -148,10 +178,10 @@ tsan_run() {
   echo "$rc" >"$log.rc"
 }
 for r in "${TSAN_RUNS[@]}"; do
-  while [ "$(jobs -rp | grep -vx "$bg_pid" | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  while [ "$(jobs -rp | grep -vxF -e "$bg_pid" -e "${prebuild_pids[1]:-none}" | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
   tsan_run "$r" &
 done
-for p in $(jobs -rp | grep -vx "$bg_pid"); do wait "$p" || true; done
+for p in $(jobs -rp | grep -vxF -e "$bg_pid" -e "${prebuild_pids[1]:-none}"); do wait "$p" || true; done
 tsan_failed=0
 tsan_tests=0
 for r in "${TSAN_RUNS[@]}"; do
