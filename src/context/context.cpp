@@ -86,6 +86,9 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
     kc.snapshot_budget_bytes = params.state_snapshot_bytes;
   }
   kc.n_cells = params.n_ctx;
+  if (!hp.kv_layer.empty() && hp.n_kv_layer == 0)
+    return Status::error("context: the model has no attention layer (every layer is recurrent); ubatch needs at "
+                         "least one to keep positions");
   const uint64_t per_token = kv_bytes_per_token(hp, kc.type);
   if (per_token == 0) return Status::error("context: unknown KV type");
   if (params.kv_cache_fraction > 0.0f) {

@@ -95,12 +95,11 @@ std::unique_ptr<PackedWeight> probe_weight(const ProbeMat& m, std::mt19937& rng)
   out->n_panels = (m.n_out + kPanelRows - 1) / kPanelRows;
   out->panel_bytes = src.panel_bytes;
   const size_t total = (out->bytes() + 63) & ~size_t(63);
-  void* mem = std::aligned_alloc(64, total);
-  UBATCH_CHECK_MSG(mem != nullptr, "level probe: out of memory");
-  out->storage = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(mem), &std::free);
-  out->data = out->storage.get();
+  out->storage = LargeBuffer::allocate(total);
+  UBATCH_CHECK_MSG(out->storage.data() != nullptr, "level probe: out of memory");
+  out->data = out->storage.data();
   for (int64_t p = 0; p < out->n_panels; ++p)
-    std::memcpy(out->storage.get() + p * out->panel_bytes, src.panel(p % src.n_panels),
+    std::memcpy(out->storage.data() + p * out->panel_bytes, src.panel(p % src.n_panels),
                 static_cast<size_t>(out->panel_bytes));
   return out;
 }

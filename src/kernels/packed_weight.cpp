@@ -182,8 +182,6 @@ inline void seg_scales(const PackedFormat& f, const uint8_t* block, int s_in_blo
   if (f.has_min) mw = -(fp16_to_fp32(m16) * static_cast<float>(seg[f.seg_quant_bytes + 16 + r]));
 }
 
-void free_aligned(void* p) { std::free(p); }
-
 }  // namespace
 
 Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* src, int64_t n_in,
@@ -203,11 +201,9 @@ Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* s
   w->n_panels = (n_out + kPanelRows - 1) / kPanelRows;
   w->panel_bytes = n_in / f.block_elems * f.block_bytes;
   const size_t total = (w->bytes() + 63) & ~size_t(63);
-  void* mem = std::aligned_alloc(64, total);
-  if (!mem) return Status::error("pack_weight: out of memory (" + std::to_string(total) + " bytes)");
-  w->storage = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(mem), &free_aligned);
-  w->data = w->storage.get();
-  std::memset(mem, 0, total);
+  w->storage = LargeBuffer::allocate(total);  // zeroed
+  if (!w->storage.data()) return Status::error("pack_weight: out of memory (" + std::to_string(total) + " bytes)");
+  w->data = w->storage.data();
 
   const size_t row_bytes = tensor_row_bytes(type, n_in);
   const int64_t n_blocks = n_in / f.block_elems;

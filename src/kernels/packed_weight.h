@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/large_buffer.h"
 #include "common/status.h"
 #include "common/tensor_type.h"
 
@@ -77,7 +78,8 @@ struct PackedFormat {
 // The format for type t; false for types without one (F32, F16, BF16).
 bool packed_format(TensorType t, PackedFormat& f);
 
-// A weight in packed layout. Owns its bytes (64-byte aligned).
+// A weight in packed layout. Owns its bytes (64-byte aligned; from 2 MiB up, 2 MiB aligned and
+// advised for transparent huge pages: common/large_buffer.h).
 struct PackedWeight {
   PackedFormat fmt;
   int64_t n_in = 0;
@@ -85,7 +87,7 @@ struct PackedWeight {
   int64_t n_panels = 0;        // ceil(n_out / 16)
   int64_t panel_bytes = 0;     // n_in / block_elems * block_bytes
   const uint8_t* data = nullptr;  // [n_panels][panel_bytes]
-  std::unique_ptr<uint8_t, void (*)(void*)> storage{nullptr, nullptr};
+  LargeBuffer storage;
 
   size_t bytes() const { return static_cast<size_t>(n_panels * panel_bytes); }
   const uint8_t* panel(int64_t p) const { return data + p * panel_bytes; }

@@ -25,6 +25,7 @@
 #include "tools/command.h"
 #include "tools/options.h"
 #include "tools/spec_bench.h"
+#include "common/large_buffer.h"
 
 namespace ubatch::tools {
 namespace {
@@ -211,6 +212,7 @@ int run_bench(const BenchCliOptions& o) {
   Result<std::unique_ptr<Model>> loaded = Model::load_file(o.model);
   if (!loaded) return fmt::print(stderr, "error: {}: {}\n", o.model, loaded.message()), 1;
   std::shared_ptr<Model> model(std::move(loaded.value()));
+  fmt::print(stderr, "bench: {}\n", huge_page_summary());
 
   BenchReport report;
   report.model.path = o.model;

@@ -17,6 +17,7 @@
 #include "common/cpu_topology.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
+#include "common/large_buffer.h"
 
 namespace ubatch::tools {
 
@@ -159,9 +160,11 @@ std::string perf_weights_line(const Model& model) {
     std::fclose(f);
   }
   return fmt::format("perf: weights         {:.1f} MiB in the file, {:.1f} MiB packed for the kernels; resident set {}\n"
+                     "perf: {}\n"
                      "perf: matmul levels   {}\n",
                      static_cast<double>(model.weight_bytes()) / 1048576.0,
-                     static_cast<double>(model.packed_bytes()) / 1048576.0, rss, kernels::describe_matmul_levels());
+                     static_cast<double>(model.packed_bytes()) / 1048576.0, rss, huge_page_summary(),
+                     kernels::describe_matmul_levels());
 }
 
 std::vector<std::string> machine_lines(int32_t requested_threads) {

@@ -6,10 +6,12 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "gguf/gguf.h"
 #include "grammar/grammar_cache.h"
 #include "model/hparams.h"
+#include "common/large_buffer.h"
 
 namespace ubatch::tools {
 
@@ -144,6 +146,7 @@ server::ModelLoader make_model_loader(ModelOptions o, sched::EngineConfig engine
     mo.model = info.path;
     Result<Loaded> loaded = load(mo, true);
     if (!loaded) return loaded.status();
+    spdlog::info("model {}: {}", info.name, huge_page_summary());
     std::unique_ptr<server::LoadedModel> m = std::make_unique<ServedModel>(std::move(loaded.value()), engine);
     return m;
   };
