@@ -111,3 +111,44 @@ TEST_F(BenchEngine, Probes) {
 
 }  // namespace
 }  // namespace ubatch::bench
+
+namespace ubatch::bench {
+namespace {
+
+// The step's bytes of a mixture of experts count only the touched experts; those of a hybrid
+// model its recurrent state (tiny reference models of ../shared/reference/{moe,hybrid}).
+TEST(BenchModelCost, ExpertsAndRecurrentState) {
+  UBATCH_REQUIRE_REFERENCE();
+  struct Case {
+    const char* path;
+    bool moe, hybrid;
+  };
+  for (const Case& k : {Case{"moe/models/tiny-qwen3moe-q8_0.gguf", true, false},
+                        Case{"moe/models/tiny-gptoss-mxfp4_moe.gguf", true, false},
+                        Case{"hybrid/models/tiny-qwen35-q8_0.gguf", false, true}}) {
+    const std::string path = test::reference_path(k.path);
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "reference model not found at " << path;
+    Result<std::unique_ptr<Model>> m = Model::load_file(path);
+    ASSERT_TRUE(m) << path << ": " << m.message();
+    const ModelCost c = model_cost(*m.value());
+    SCOPED_TRACE(path);
+    if (k.moe) {
+      EXPECT_GT(c.expert_bytes, 0u);
+      EXPECT_LT(c.expert_bytes, c.streamed_bytes);
+      EXPECT_EQ(c.n_expert, m.value()->hparams().n_expert);
+      const double dense = static_cast<double>(c.streamed_bytes - c.expert_bytes);
+      EXPECT_DOUBLE_EQ(step_bytes(c, 1),
+                       dense + static_cast<double>(c.expert_bytes) * c.n_expert_used / c.n_expert);
+    } else {
+      EXPECT_EQ(c.expert_bytes, 0u);
+    }
+    EXPECT_EQ(c.state_bytes, k.hybrid ? state_bytes_per_sequence(m.value()->hparams()) : 0u);
+    if (k.hybrid) {
+      EXPECT_GT(c.state_bytes, 0u);
+      EXPECT_DOUBLE_EQ(step_bytes(c, 4), static_cast<double>(c.streamed_bytes) + 8.0 * c.state_bytes);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ubatch::bench

@@ -123,6 +123,30 @@ TEST(BenchStats, RooflineShares) {
   EXPECT_NEAR(r.prompt_peak_share, 1.0, 1e-12);
 }
 
+TEST(BenchStats, StepBytesCountTouchedExpertsAndStateTraffic) {
+  ModelCost c = toy_cost();  // 0.5 GB streamed, dense, no state
+  EXPECT_DOUBLE_EQ(step_bytes(c, 1), 5e8);
+  EXPECT_DOUBLE_EQ(step_bytes(c, 8), 5e8);  // the weights once per step, whatever the batch
+  // 0.4 GB of it experts, 8 of which a token uses out of 128: one sequence reads 1/16 of them.
+  c.expert_bytes = 400000000;
+  c.n_expert = 128;
+  c.n_expert_used = 8;
+  EXPECT_DOUBLE_EQ(step_bytes(c, 1), 1e8 + 4e8 / 16);
+  // Two sequences touch 128 · (1 − (15/16)²) = 15.5 experts in expectation.
+  EXPECT_NEAR(step_bytes(c, 2), 1e8 + 4e8 * 15.5 / 128, 1.0);
+  EXPECT_LT(step_bytes(c, 1000), 5e8 + 1.0);  // never more than all of them
+  // A recurrent state of 1 MB per sequence is read and written once per step.
+  c.state_bytes = 1000000;
+  EXPECT_NEAR(step_bytes(c, 2), 1e8 + 4e8 * 15.5 / 128 + 4e6, 1.0);
+  // The roofline share uses it.
+  BenchResult r;
+  r.test = {0, 10, 2, true};
+  r.prompt_s = {0.0};
+  r.gen_s = {1.0};
+  apply_roofline(r, c, 10.0, 0.0);
+  EXPECT_NEAR(r.gen_gbps, step_bytes(c, 2) * 10 / 1e9, 1e-9);
+}
+
 RequestResult ok_request(int64_t i, double ttft, double e2e, int64_t tokens, std::vector<double> itl) {
   RequestResult r;
   r.index = i;

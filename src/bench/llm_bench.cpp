@@ -64,7 +64,7 @@ void apply_roofline(BenchResult& r, const ModelCost& cost, double bw_gbps, doubl
   const double macs = prompt_macs(cost, r.test.n_prompt, r.test.n_seq);
   for (size_t i = 0; i < r.prompt_s.size() && i < r.gen_s.size(); ++i) {
     if (r.test.n_gen > 0 && r.gen_s[i] > 0)
-      gbps.push_back(static_cast<double>(cost.streamed_bytes) * r.test.n_gen / r.gen_s[i] / 1e9);
+      gbps.push_back(step_bytes(cost, r.test.n_seq) * r.test.n_gen / r.gen_s[i] / 1e9);
     if (r.test.n_prompt > 0 && r.prompt_s[i] > 0) gflops.push_back(2.0 * macs / r.prompt_s[i] / 1e9);
   }
   r.gen_gbps = mean(gbps);
@@ -355,9 +355,15 @@ std::string format_machine_markdown(const MachineInfo& m) {
 std::string format_markdown(const BenchReport& rep) {
   std::string out;
   const MachineInfo& m = rep.machine;
-  out += fmt::format("- model: {} ({}, {} params, {} streamed per decode step)\n", rep.model.path,
-                     size_str(rep.model.cost.weight_bytes), params_str(rep.model.cost.n_params),
-                     size_str(rep.model.cost.streamed_bytes));
+  const ModelCost& c = rep.model.cost;
+  std::string parts;
+  if (c.expert_bytes > 0)
+    parts += fmt::format("; experts: {} of {} per token", c.n_expert_used, c.n_expert);
+  if (c.state_bytes > 0)
+    parts += fmt::format("; recurrent state {} per sequence, read and written each step", size_str(c.state_bytes));
+  out += fmt::format("- model: {} ({}, {} params, {} streamed per decode step of one sequence{})\n", rep.model.path,
+                     size_str(c.weight_bytes), params_str(c.n_params),
+                     size_str(static_cast<size_t>(step_bytes(c, 1))), parts);
   out += format_machine_markdown(m);
   out += fmt::format("- repetitions: {}, seed {}\n\n", rep.options.reps, rep.options.seed);
 
@@ -488,7 +494,12 @@ nlohmann::json to_json(const BenchReport& rep) {
   j["model"] = {{"path", rep.model.path},
                 {"desc", rep.model.desc},
                 {"weight_bytes", c.weight_bytes},
-                {"streamed_bytes_per_step", c.streamed_bytes},
+                {"streamed_bytes_per_step", static_cast<uint64_t>(step_bytes(c, 1))},
+                {"packed_weight_bytes", c.streamed_bytes},
+                {"expert_bytes", c.expert_bytes},
+                {"n_expert", c.n_expert},
+                {"n_expert_used", c.n_expert_used},
+                {"state_bytes_per_sequence", c.state_bytes},
                 {"n_params", c.n_params},
                 {"layer_matmul_params", c.layer_params},
                 {"output_params", c.output_params},

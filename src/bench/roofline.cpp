@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fmt/format.h>
 #include <map>
 #include <random>
 #include <string_view>
 
+#include "context/context.h"
 #include "kernels/matmul.h"
 
 namespace ubatch::bench {
@@ -36,8 +38,15 @@ ModelCost model_cost(const Model& model) {
   c.layer_is_swa.resize(static_cast<size_t>(hp.n_layer), false);
   c.output_params = static_cast<uint64_t>(hp.n_vocab) * static_cast<uint64_t>(hp.n_embd);
   std::map<TensorType, size_t> bytes_by_type;
+  c.n_expert = hp.n_expert;
+  c.n_expert_used = hp.n_expert_used;
+  c.state_bytes = state_bytes_per_sequence(hp);
   for (const gguf::TensorInfo& t : f.tensors()) {
     c.n_params += static_cast<uint64_t>(t.n_elements());
+    if (t.n_dims == 3 && std::string_view(t.name).find("_exps.weight") != std::string_view::npos) {
+      // MXFP4 experts are read as Q8_0 blocks (Model::pack_mxfp4): 34 bytes per 32 values.
+      c.expert_bytes += t.type == TensorType::MXFP4 ? static_cast<size_t>(t.n_elements()) / 32 * 34 : t.n_bytes;
+    }
     if (is_layer_matrix(t)) {
       c.layer_params += static_cast<uint64_t>(t.n_elements());
       bytes_by_type[t.type] += t.n_bytes;
@@ -47,6 +56,17 @@ ModelCost model_cost(const Model& model) {
   for (const auto& [type, bytes] : bytes_by_type)
     if (bytes > best) best = bytes, c.main_type = type;
   return c;
+}
+
+double step_bytes(const ModelCost& c, int64_t n_seq) {
+  const double B = static_cast<double>(std::max<int64_t>(n_seq, 1));
+  double bytes = static_cast<double>(c.streamed_bytes);
+  if (c.n_expert > 0 && c.expert_bytes > 0 && c.expert_bytes <= c.streamed_bytes) {
+    const double X = c.n_expert, k = c.n_expert_used;
+    const double touched = B <= 1.0 ? k : X * (1.0 - std::pow(1.0 - k / X, B));
+    bytes -= static_cast<double>(c.expert_bytes) * (1.0 - touched / X);
+  }
+  return bytes + 2.0 * B * static_cast<double>(c.state_bytes);
 }
 
 double prompt_macs(const ModelCost& c, int64_t n_prompt, int64_t n_seq) {

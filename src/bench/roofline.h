@@ -1,13 +1,18 @@
 // What a forward pass costs (bytes streamed, multiply-adds) and the measured compute ceiling,
 // so benchmark results can be reported as a share of the machine's roofline.
 //
-// Generation (one token per sequence per step) is memory-bound: every step streams all the
+// Generation (one token per sequence per step) is memory-bound: every step streams the
 // weights once, so
-//     weight GB/s = streamed_bytes × steps/s / 10^9,   share = weight GB/s / measured read GB/s
-// (streamed_bytes = Model::streamed_bytes(): the matrices as the kernels read them — their
-// packed copies — plus the norms, without the token-embedding table when the output matrix is
-// separate, as the embedding is only gathered, a few rows per step; KV-cache reads are not
-// counted, so the share is a lower bound).
+//     GB/s = step_bytes(n_seq) × steps/s / 10^9,   share = GB/s / measured read GB/s
+// with step_bytes(B) = dense bytes + expert bytes × touched(B) / n_expert + 2 × B × state bytes:
+// - dense bytes: Model::streamed_bytes() (the matrices as the kernels read them — their packed
+//   copies — plus the norms, without the token-embedding table when the output matrix is
+//   separate, as the embedding is only gathered, a few rows per step) less the experts;
+// - experts (mixtures of experts): only those the step touches; one sequence touches
+//   n_expert_used per layer, B sequences X·(1 − (1 − k/X)^B) in expectation (X experts, k per
+//   token, routing taken as uniform — an estimate for B > 1);
+// - state (recurrent layers): every sequence's state is read and written once per step;
+// KV-cache reads are not counted, so the share is a lower bound.
 //
 // Prompt processing is compute-bound; its multiply-adds (MACs) are counted as
 //     MACs = T × P_layer + Σ_seq Σ_layer Σ_{p < n_prompt} n_head × (head_dim_k + head_dim_v) × keys(p)
@@ -44,7 +49,10 @@ namespace ubatch::bench {
 
 struct ModelCost {
   size_t weight_bytes = 0;    // Model::weight_bytes()
-  size_t streamed_bytes = 0;  // bytes a decode step streams (see above)
+  size_t streamed_bytes = 0;  // Model::streamed_bytes(): every packed weight (see above)
+  size_t expert_bytes = 0;    // of which expert tensors (*_exps), as the kernels read them
+  int32_t n_expert = 0, n_expert_used = 0;
+  uint64_t state_bytes = 0;   // one sequence's recurrent state (0 without recurrent layers)
   uint64_t n_params = 0;      // elements of all weight tensors
   uint64_t layer_params = 0;  // P_layer
   uint64_t output_params = 0; // P_out = n_vocab × n_embd
@@ -58,6 +66,9 @@ struct ModelCost {
 };
 
 ModelCost model_cost(const Model& model);
+
+// Bytes one decode step of n_seq sequences streams (formula above).
+double step_bytes(const ModelCost& cost, int64_t n_seq);
 
 // MACs of prefilling n_seq sequences of n_prompt tokens each from position 0, logits for the
 // last token of each (formula above).
