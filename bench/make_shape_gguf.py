@@ -188,7 +188,8 @@ def tensor_type(name, ne, kind, s, wtype):
 def metadata(s, shape, wtype):
     a = s["arch"]
     kv = [("general.architecture", "str", a), ("general.name", "str", "random-" + shape),
-          ("general.alignment", "u32", ALIGN), ("general.file_type", "u32", FILE_TYPE[wtype]),
+          ("general.alignment", "u32", ALIGN),
+          ("general.file_type", "u32", 38 if a == "gpt-oss" else FILE_TYPE[wtype]),  # 38: MXFP4 experts
           ("general.quantization_version", "u32", 2),
           (a + ".context_length", "u32", s["ctx"]), (a + ".embedding_length", "u32", s["n_embd"]),
           (a + ".block_count", "u32", s["n_layer"]), (a + ".feed_forward_length", "u32", s["n_ff"]),
