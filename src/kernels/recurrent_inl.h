@@ -23,18 +23,32 @@ namespace ubatch::kernels::simd16 {
 // (p0 + p1) + (p2 + p3) at the end: independent fma chains, the same order on every level.
 constexpr int kDeltaParts = 4;
 
-template <class V>
-inline typename V::F delta_rule_combine(const typename V::F* p) {
-  return V::add(V::add(p[0], p[1]), V::add(p[2], p[3]));
-}
-
-template <class V, int M>
+// M strips of 16 columns from column j0; Full: every strip has 16 columns (plain loads and
+// stores, no lane masks). The four partial sums are separate variables, the rows unrolled by
+// four, so that they stay in registers: row i still goes to part i mod 4, in increasing i.
+template <class V, int M, bool Full>
 inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
   using F = typename V::F;
-  constexpr int P = kDeltaParts;
+  static_assert(kDeltaParts == 4, "the unrolled loops below keep four partial sums");
   const int d_k = a.d_k, d_v = a.d_v;
   int n[M];
   for (int m = 0; m < M; ++m) n[m] = std::min(kLanes, d_v - (j0 + m * kLanes));
+  auto ld = [&](const float* p, int m) -> F {
+    if constexpr (Full) {
+      (void)m;
+      return V::load(p);
+    } else {
+      return V::load_n(p, n[m]);
+    }
+  };
+  auto st = [&](float* p, F v, int m) {
+    if constexpr (Full) {
+      (void)m;
+      V::store(p, v);
+    } else {
+      V::store_n(p, v, n[m]);
+    }
+  };
   for (int r = 0; r < a.n_tokens; ++r) {
     const int64_t row_index = a.rows ? a.rows[r] : r;
     const float* q = a.q + row_index * a.qk_stride;
@@ -42,41 +56,57 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
     const float* v = a.v + row_index * a.v_stride;
     float* o = a.o + row_index * a.o_stride;
     const F vdecay = V::set1(a.decay[row_index * a.gate_stride]);
+    float* const S = a.S + j0;
     // Pass 1 (reads S): u = β (v − decay · Sᵀk).
-    F part[M][P];
-    for (int m = 0; m < M; ++m)
-      for (int p = 0; p < P; ++p) part[m][p] = V::zero();
-    auto pass1 = [&](int i, int p) {
-      const float* srow = a.S + static_cast<int64_t>(i) * d_v + j0;
-      const F ki = V::set1(k[i]);
-      for (int m = 0; m < M; ++m) part[m][p] = V::fma(V::load_n(srow + m * kLanes, n[m]), ki, part[m][p]);
-    };
+    F p0[M], p1[M], p2[M], p3[M];
+    for (int m = 0; m < M; ++m) p0[m] = p1[m] = p2[m] = p3[m] = V::zero();
     int i = 0;
-    for (; i + P <= d_k; i += P)
-      for (int p = 0; p < P; ++p) pass1(i + p, p);  // p is i mod P
-    for (; i < d_k; ++i) pass1(i, i % P);
+    for (; i + 4 <= d_k; i += 4) {
+      const float* s = S + static_cast<int64_t>(i) * d_v;
+      const F k0 = V::set1(k[i]), k1 = V::set1(k[i + 1]), k2 = V::set1(k[i + 2]), k3 = V::set1(k[i + 3]);
+      for (int m = 0; m < M; ++m) {
+        const int c = m * kLanes;
+        p0[m] = V::fma(ld(s + c, m), k0, p0[m]);
+        p1[m] = V::fma(ld(s + d_v + c, m), k1, p1[m]);
+        p2[m] = V::fma(ld(s + 2 * d_v + c, m), k2, p2[m]);
+        p3[m] = V::fma(ld(s + 3 * d_v + c, m), k3, p3[m]);
+      }
+    }
+    for (; i < d_k; ++i) {  // d_k not a multiple of 4: rows i ≡ 0, 1, 2 (mod 4) left
+      const float* s = S + static_cast<int64_t>(i) * d_v;
+      const F ki = V::set1(k[i]);
+      for (int m = 0; m < M; ++m) {
+        F& acc = i % 4 == 0 ? p0[m] : i % 4 == 1 ? p1[m] : p2[m];
+        acc = V::fma(ld(s + m * kLanes, m), ki, acc);
+      }
+    }
     const F vbeta = V::set1(a.beta[row_index * a.gate_stride]);
     F u[M];
-    for (int m = 0; m < M; ++m)
-      u[m] = V::mul(vbeta, V::sub(V::load_n(v + j0 + m * kLanes, n[m]), V::mul(vdecay, delta_rule_combine<V>(part[m]))));
+    for (int m = 0; m < M; ++m) {
+      const F dot = V::add(V::add(p0[m], p1[m]), V::add(p2[m], p3[m]));
+      u[m] = V::mul(vbeta, V::sub(ld(v + j0 + m * kLanes, m), V::mul(vdecay, dot)));
+    }
     // Pass 2: S ← decay · S + k uᵀ and o = Sᵀq over the updated rows.
-    for (int m = 0; m < M; ++m)
-      for (int p = 0; p < P; ++p) part[m][p] = V::zero();
-    float* snap = a.snapshots ? a.snapshots[r] : nullptr;
-    auto pass2 = [&](int i, int p) {
-      float* srow = a.S + static_cast<int64_t>(i) * d_v + j0;
-      const F ki = V::set1(k[i]), qi = V::set1(q[i]);
-      for (int m = 0; m < M; ++m) {
-        const F sv = V::fma(ki, u[m], V::mul(V::load_n(srow + m * kLanes, n[m]), vdecay));
-        V::store_n(srow + m * kLanes, sv, n[m]);
-        if (snap) V::store_n(snap + static_cast<int64_t>(i) * d_v + j0 + m * kLanes, sv, n[m]);
-        part[m][p] = V::fma(sv, qi, part[m][p]);
-      }
+    for (int m = 0; m < M; ++m) p0[m] = p1[m] = p2[m] = p3[m] = V::zero();
+    float* const snap = a.snapshots && a.snapshots[r] ? a.snapshots[r] + j0 : nullptr;
+    auto update = [&](int row, F& acc, int m) {
+      const int64_t off = static_cast<int64_t>(row) * d_v + m * kLanes;
+      const F sv = V::fma(V::set1(k[row]), u[m], V::mul(ld(S + off, m), vdecay));
+      st(S + off, sv, m);
+      if (snap) st(snap + off, sv, m);
+      acc = V::fma(sv, V::set1(q[row]), acc);
     };
-    for (i = 0; i + P <= d_k; i += P)
-      for (int p = 0; p < P; ++p) pass2(i + p, p);
-    for (; i < d_k; ++i) pass2(i, i % P);
-    for (int m = 0; m < M; ++m) V::store_n(o + j0 + m * kLanes, delta_rule_combine<V>(part[m]), n[m]);
+    for (i = 0; i + 4 <= d_k; i += 4)
+      for (int m = 0; m < M; ++m) {
+        update(i, p0[m], m);
+        update(i + 1, p1[m], m);
+        update(i + 2, p2[m], m);
+        update(i + 3, p3[m], m);
+      }
+    for (; i < d_k; ++i)
+      for (int m = 0; m < M; ++m) update(i, i % 4 == 0 ? p0[m] : i % 4 == 1 ? p1[m] : p2[m], m);
+    for (int m = 0; m < M; ++m)
+      st(o + j0 + m * kLanes, V::add(V::add(p0[m], p1[m]), V::add(p2[m], p3[m])), m);
   }
 }
 
@@ -85,8 +115,12 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
 template <class V>
 inline void delta_rule_tokens_row(const DeltaRuleArgs& a) {
   int j0 = 0;
-  for (; j0 + 2 * kLanes <= a.d_v; j0 += 2 * kLanes) delta_rule_strips<V, 2>(a, j0);
-  for (; j0 < a.d_v; j0 += kLanes) delta_rule_strips<V, 1>(a, j0);
+  for (; j0 + 2 * kLanes <= a.d_v; j0 += 2 * kLanes) delta_rule_strips<V, 2, true>(a, j0);
+  if (j0 + kLanes <= a.d_v) {
+    delta_rule_strips<V, 1, true>(a, j0);
+    j0 += kLanes;
+  }
+  if (j0 < a.d_v) delta_rule_strips<V, 1, false>(a, j0);
 }
 
 }  // namespace ubatch::kernels::simd16
