@@ -34,9 +34,17 @@ TEST(LargeBuffer, SmallBuffersAre64ByteAlignedAndZeroed) {
   EXPECT_FALSE(b.huge_advised());
 }
 
+TEST(LargeBuffer, HugePagesOnlyWhenAsked) {
+  LargeBuffer b = LargeBuffer::allocate(size_t{4} << 20);
+  ASSERT_NE(b.data(), nullptr);
+  EXPECT_FALSE(b.huge_advised());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+  EXPECT_TRUE(all_zero(b.data(), b.size()));
+}
+
 TEST(LargeBuffer, LargeBuffersStartOnA2MiBBoundaryZeroedAndWritable) {
   const size_t n = (size_t{5} << 20) + 123;  // not a multiple of any page size
-  LargeBuffer b = LargeBuffer::allocate(n);
+  LargeBuffer b = LargeBuffer::allocate(n, true);
   ASSERT_NE(b.data(), nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % LargeBuffer::kHugePage, 0u);
   EXPECT_TRUE(all_zero(b.data(), n));
@@ -49,7 +57,7 @@ TEST(LargeBuffer, LargeBuffersAreAdvisedWhereTheKernelOffersHugePages) {
   const std::string mode = thp_mode();
   if (mode.empty() || mode == "never")
     GTEST_SKIP() << "transparent huge pages unavailable here (mode '" << mode << "')";
-  LargeBuffer b = LargeBuffer::allocate(size_t{8} << 20);
+  LargeBuffer b = LargeBuffer::allocate(size_t{8} << 20, true);
   ASSERT_NE(b.data(), nullptr);
   EXPECT_TRUE(b.huge_advised());
   const std::string s = huge_page_summary();
@@ -58,7 +66,7 @@ TEST(LargeBuffer, LargeBuffersAreAdvisedWhereTheKernelOffersHugePages) {
 }
 
 TEST(LargeBuffer, MoveTransfersOwnershipAndResetReleases) {
-  LargeBuffer a = LargeBuffer::allocate(size_t{3} << 20);
+  LargeBuffer a = LargeBuffer::allocate(size_t{3} << 20, true);
   uint8_t* p = a.data();
   LargeBuffer b = std::move(a);
   EXPECT_EQ(a.data(), nullptr);

@@ -19,10 +19,10 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 }  // namespace
 
-LargeBuffer LargeBuffer::allocate(size_t bytes) {
+LargeBuffer LargeBuffer::allocate(size_t bytes, bool huge_pages) {
   LargeBuffer b;
   if (bytes == 0) return b;
-  if (bytes >= kHugeThreshold) {
+  if (huge_pages && bytes >= kHugeThreshold) {
     // Map one huge page more than needed, then unmap the head before the first 2 MiB boundary
     // and the tail after the last 4 KiB page in use.
     const size_t len = round_up(bytes, 4096);

@@ -185,7 +185,7 @@ inline void seg_scales(const PackedFormat& f, const uint8_t* block, int s_in_blo
 }  // namespace
 
 Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* src, int64_t n_in,
-                                                  int64_t n_out) {
+                                                  int64_t n_out, bool huge_pages) {
   PackedFormat f;
   if (!packed_format(type, f))
     return Status::error("pack_weight: no packed layout for type " + std::string(tensor_type_name(type)));
@@ -201,7 +201,7 @@ Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* s
   w->n_panels = (n_out + kPanelRows - 1) / kPanelRows;
   w->panel_bytes = n_in / f.block_elems * f.block_bytes;
   const size_t total = (w->bytes() + 63) & ~size_t(63);
-  w->storage = LargeBuffer::allocate(total);  // zeroed
+  w->storage = LargeBuffer::allocate(total, huge_pages);  // zeroed
   if (!w->storage.data()) return Status::error("pack_weight: out of memory (" + std::to_string(total) + " bytes)");
   w->data = w->storage.data();
 

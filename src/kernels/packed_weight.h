@@ -96,8 +96,10 @@ struct PackedWeight {
 // Repacks a GGUF weight: rows of row_bytes = tensor_row_bytes(type, n_in) at `src`.
 // Errors: type without a packed format, n_in not a multiple of the block, n_out < 1,
 // allocation failure. Packing is lossless (every bit of every block is kept).
+// huge_pages: put the packed bytes in transparent huge pages where the kernel allows
+// (common/large_buffer.h).
 Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* src, int64_t n_in,
-                                                  int64_t n_out);
+                                                  int64_t n_out, bool huge_pages = false);
 
 // Bytes pack_weight would allocate for a [n_out, n_in] weight of type t (before the 64-byte
 // round-up); 0 when t has no packed format or n_in is not a multiple of its block.

@@ -215,7 +215,7 @@ Status Model::pack_mxfp4(kernels::WeightView& v, size_t& streamed) {
   const int64_t n = v.n_in * v.n_out;
   std::vector<uint8_t> q8(tensor_row_bytes(TensorType::Q8_0, v.n_in) * static_cast<size_t>(v.n_out));
   if (kernels::mxfp4_to_q8_0(v.data, q8.data(), n)) {
-    Result<std::unique_ptr<kernels::PackedWeight>> pw = kernels::pack_weight(TensorType::Q8_0, q8.data(), v.n_in, v.n_out);
+    Result<std::unique_ptr<kernels::PackedWeight>> pw = kernels::pack_weight(TensorType::Q8_0, q8.data(), v.n_in, v.n_out, huge_pages());
     if (!pw) return pw.status();
     // The view now describes the packed Q8_0 copy, which matmul reads alone (data keeps
     // pointing at the file's MXFP4 bytes, released below, and is not read again).
@@ -251,7 +251,7 @@ Status Model::pack_weights() {
     kernels::PackedFormat fmt;
     if (!kernels::packed_format(v.type, fmt) || v.n_in % fmt.block_elems != 0) return Status::ok();
     Result<std::unique_ptr<kernels::PackedWeight>> pw =
-        kernels::pack_weight(v.type, v.data, v.n_in, v.n_out);
+        kernels::pack_weight(v.type, v.data, v.n_in, v.n_out, huge_pages());
     if (!pw) return pw.status();
     v.packed = pw->get();
     const size_t file_bytes = v.row_bytes * static_cast<size_t>(v.n_out);

@@ -62,6 +62,11 @@ class Model {
   // Bytes of the repacked copies of the matrices (kernels/packed_weight.h), made at load;
   // the file pages they came from are released (see load()).
   size_t packed_bytes() const { return packed_bytes_; }
+  // Weights of at least this many bytes (in the file) are packed into transparent huge pages
+  // (common/large_buffer.h): for them a decode step's page walks matter; below it the
+  // allocation's compaction cost would not pay (and the tests' many small loads stay cheap).
+  static constexpr size_t kHugePageMinBytes = size_t{1} << 30;
+  bool huge_pages() const { return weight_bytes_ >= kHugePageMinBytes; }
   // Bytes a decode step streams from memory: every matrix (packed where it is), the norms,
   // and not the token-embedding table unless it doubles as the output matrix.
   size_t streamed_bytes() const { return streamed_bytes_; }
