@@ -74,6 +74,9 @@ struct HParams {
   int32_t n_expert = 0;             // <arch>.expert_count
   int32_t n_expert_used = 0;        // <arch>.expert_used_count: experts per token (1 .. n_expert)
   int32_t n_ff_exp = 0;             // <arch>.expert_feed_forward_length: one expert's hidden width
+  // A shared expert every token runs beside its routed ones, scaled by a sigmoid gate (Qwen3.5-MoE).
+  bool moe_shared_expert = false;
+  int32_t n_ff_shexp = 0;           // <arch>.expert_shared_feed_forward_length (default feed_forward_length)
 
   // Layers: the mixer of each, and where the attention layers keep K/V.
   std::vector<MixerKind> layer_mixer;  // [n_layer]
