@@ -6,7 +6,8 @@
 //     expert per token, or two under a tied router);
 //   - the dense FFN moved into the shared expert (routed experts zero, gate ½, down × 2) gives the
 //     qwen35 logits bit for bit;
-//   - on a model whose experts differ, each part is read: the shared expert's gate and down
+//   - on a model whose experts differ, the format's reference's logits (tests/data/qwen35moe/,
+//     made once by llama.cpp's qwen35moe) hold under the manifest's rule, and each part is read: the shared expert's gate and down
 //     projection, the experts' order, the router, expert_used_count (mutation tests), and
 //     relabelling the experts consistently keeps every bit;
 //   - malformed files fail to load with a message naming the problem;
@@ -274,6 +275,37 @@ INSTANTIATE_TEST_SUITE_P(Features, Qwen35MoeMutation, ::testing::Range<size_t>(0
                            return std::string(q35_mutations()[info.param].name);
                          });
 
+// The format's reference on the model with distinct experts (tests/data/qwen35moe/README.md:
+// llama.cpp's qwen35moe, the commit of the hybrid manifest): every row under the manifest's rule.
+TEST(Qwen35MoeReferenceLogits, DistinctExpertsMatchTheFormatsReference) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<uint8_t> bytes = q35_distinct_bytes();
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (uint8_t b : bytes) h = (h ^ b) * 0x100000001b3ull;
+  ASSERT_EQ(h, 0x1e0f3416e3f1a42eull) << "the generated model changed: make its reference logits again (README)";
+  const nlohmann::json model = q35_manifest_models()[0];
+  ASSERT_EQ(q35_stem(model), "tiny-qwen35-f32");
+  const std::vector<int32_t> tokens = model["cases"][2]["tokens"].get<std::vector<int32_t>>();
+  const std::vector<float> ref =
+      test::read_f32(std::string(UBATCH_TESTS_DIR) + "/data/qwen35moe/tiny-qwen35moe-distinct-f32.case2.f32");
+  ASSERT_EQ(ref.size(), tokens.size() * 512);
+  const double tol = model["tolerance"];
+  std::unique_ptr<Context> ctx = q35_context(q35_from_bytes(bytes), 256, 512);
+  ASSERT_TRUE(ctx);
+  const std::vector<float> ours = test::sequence_logits(*ctx, tokens);
+  ASSERT_EQ(ours.size(), ref.size());
+  double worst = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const test::RowCheck rc = test::check_row(&ours[i * 512], &ref[i * 512], 512);
+    worst = std::max(worst, rc.max_err / rc.range);
+    EXPECT_LE(rc.max_err, tol * rc.range) << "row " << i;
+    if (rc.margin > 2 * tol * rc.range) {
+      EXPECT_EQ(rc.ours_argmax, rc.ref_argmax) << "row " << i;
+    }
+  }
+  std::printf("qwen35moe distinct experts (F32) worst |ours - ref| / row range = %.2e (tolerance %.0e)\n", worst, tol);
+}
+
 // The model with distinct experts is not the dense one (so the tests above can tell), and
 // relabelling its experts consistently (router rows and expert tensors reversed together)
 // changes no bit.
@@ -387,6 +419,34 @@ TEST(Qwen35MoeStrictLoading, SharedWidthFallsBackToFeedForwardLength) {
                                           },
                                           nullptr});
   EXPECT_EQ(err, "");
+}
+
+// ---- What `ubatch info` and the load log say -----------------------------------------------------
+
+// The hybrid layers, the experts, the shared expert, and the parameters: total, and active per
+// token (the shared expert always active, k of the n routed experts).
+TEST(Qwen35MoeInfo, FeaturesNameTheSharedExpertAndTheActiveParameters) {
+  UBATCH_REQUIRE_REFERENCE();
+  std::shared_ptr<const gguf::File> file = q35_from_bytes(q35_distinct_bytes());
+  ASSERT_TRUE(file);
+  Result<std::unique_ptr<Model>> m = Model::load(file);
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  uint64_t total = 0, experts = 0;
+  for (const gguf::TensorInfo& t : file->tensors()) {
+    uint64_t n = 1;
+    for (int d = 0; d < t.n_dims; ++d) n *= static_cast<uint64_t>(t.ne[d]);
+    total += n;
+    if (t.name.find("_exps.") != std::string::npos) experts += n;
+  }
+  const uint64_t active = total - experts / 2;  // 2 of 4 experts
+  std::string all;
+  for (const std::string& f : m.value()->features()) all += f + "\n";
+  for (const std::string& want :
+       {std::string("hybrid layers: gated_attention [3], gated_deltanet [0,1,2]"),
+        std::string("mixture of experts: 4 experts, 2 per token (router: softmax, top-k, renormalised), expert width 128"),
+        std::string("shared expert of width 128, scaled by sigmoid(ffn_gate_inp_shexp . x)"),
+        fmt::format("parameters {:.2f} M total, {:.2f} M active per token", total / 1e6, active / 1e6)})
+    EXPECT_NE(all.find(want), std::string::npos) << want << "\nin:\n" << all;
 }
 
 // ---- Batch invariance ----------------------------------------------------------------------------
