@@ -22,7 +22,8 @@ struct HParams {
   int32_t n_ctx_train = 0;   // <arch>.context_length
   int32_t n_embd = 0;        // <arch>.embedding_length
   int32_t n_layer = 0;       // <arch>.block_count
-  int32_t n_ff = 0;          // <arch>.feed_forward_length (dense FFN; optional and unused for MoE)
+  int32_t n_ff = 0;          // <arch>.feed_forward_length (dense FFN; optional for MoE, read there only as
+                             // the default width of qwen35moe's shared expert)
   int32_t n_head = 0;        // <arch>.attention.head_count
   int32_t n_kv_head = 0;     // <arch>.attention.head_count_kv (default n_head)
   int32_t head_dim_k = 0;    // <arch>.attention.key_length (default n_embd / n_head)
