@@ -328,6 +328,52 @@ TEST(Qwen35MoeRouting, DistinctExpertsDifferFromDenseAndRelabellingKeepsEveryBit
   EXPECT_GT(vs_dense, 0.03);
 }
 
+// ---- Fused gate | up experts ----------------------------------------------------------------------
+
+// ffn_gate_exps and ffn_up_exps of `f` as one ffn_gate_up_exps (per expert: gate rows, then up
+// rows), as converters write it with --fuse-gate-up-exps; `n_rows` overrides its second dimension.
+test::Rewrite q35_fuse_gate_up(const gguf::File& f, int64_t n_rows = 0) {
+  return {nullptr, [&f, n_rows](const gguf::TensorInfo& t, Writer& w) {
+            if (q35_ends_with(t.name, ".ffn_up_exps.weight")) return true;
+            if (!q35_ends_with(t.name, ".ffn_gate_exps.weight")) return false;
+            const std::string blk = t.name.substr(0, t.name.size() - std::string("ffn_gate_exps.weight").size());
+            const gguf::TensorInfo* up = f.find_tensor(blk + "ffn_up_exps.weight");
+            const int64_t X = t.ne[2];
+            const size_t per = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(X));
+            std::vector<uint8_t> bytes;
+            const auto* g = static_cast<const uint8_t*>(t.data);
+            const auto* u = static_cast<const uint8_t*>(up->data);
+            for (int64_t e = 0; e < X; ++e) {
+              bytes.insert(bytes.end(), g + e * per, g + (e + 1) * per);
+              bytes.insert(bytes.end(), u + e * per, u + (e + 1) * per);
+            }
+            w.add_tensor(blk + "ffn_gate_up_exps.weight", t.type, {t.ne[0], n_rows ? n_rows : 2 * t.ne[1], X},
+                         n_rows ? std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(
+                                                           bytes.size() / static_cast<size_t>(2 * t.ne[1]) *
+                                                           static_cast<size_t>(n_rows)))
+                                : bytes);
+            return true;
+          }};
+}
+
+TEST(Qwen35MoeFusedGateUp, GivesTheBitsOfSeparateTensors) {
+  UBATCH_REQUIRE_REFERENCE();
+  for (const bool quantized : {false, true}) {
+    SCOPED_TRACE(quantized ? "q4_k_m copies" : "f32 distinct");
+    std::shared_ptr<const gguf::File> original =
+        quantized ? q35_moe("tiny-qwen35-q4_k_m", Qwen35MoeFromDense{}) : q35_from_bytes(q35_distinct_bytes());
+    ASSERT_TRUE(original);
+    std::shared_ptr<const gguf::File> fused = q35_from_bytes(test::rewrite(*original, q35_fuse_gate_up(*original)));
+    ASSERT_TRUE(fused);
+    ASSERT_TRUE(fused->find_tensor("blk.0.ffn_gate_up_exps.weight"));
+    ASSERT_FALSE(fused->find_tensor("blk.0.ffn_gate_exps.weight"));
+    std::unique_ptr<Context> a = q35_context(original, 256, 512), b = q35_context(fused, 256, 512);
+    ASSERT_TRUE(a && b);
+    const std::vector<int32_t> tokens = q35_tokens();
+    EXPECT_TRUE(test::sequence_logits(*a, tokens) == test::sequence_logits(*b, tokens));
+  }
+}
+
 // ---- Strict loading ------------------------------------------------------------------------------
 
 std::string q35_load_error(const test::Rewrite& r) {
@@ -400,6 +446,18 @@ TEST(Qwen35MoeStrictLoading, MalformedVariantsNameTheProblem) {
                    {"not used by architecture 'qwen35moe'", "blk.0.ffn_gate.weight"}});
   cases.push_back({{nullptr, nullptr, [](Writer& w) { w.add_uint("qwen35moe.nextn_predict_layers", gguf::ValueType::UINT32, 1); }},
                    {"qwen35moe.nextn_predict_layers"}});
+  // A fused gate | up tensor of the wrong height, and one beside the separate tensors.
+  std::shared_ptr<const gguf::File> base = q35_from_bytes(q35_distinct_bytes());
+  ASSERT_TRUE(base);
+  cases.push_back({q35_fuse_gate_up(*base, 192), {"blk.0.ffn_gate_up_exps.weight", "expected [256, 256, 4]"}});
+  cases.push_back({{nullptr, nullptr,
+                    [base](Writer& w) {
+                      const gguf::TensorInfo* g = base->find_tensor("blk.2.ffn_gate_exps.weight");
+                      std::vector<uint8_t> bytes = test::tensor_bytes(*g);
+                      bytes.insert(bytes.end(), bytes.begin(), bytes.end());
+                      w.add_tensor("blk.2.ffn_gate_up_exps.weight", g->type, {256, 256, 4}, bytes);
+                    }},
+                   {"not used by architecture 'qwen35moe'", "blk.2.ffn_gate_exps.weight", "blk.2.ffn_up_exps.weight"}});
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string err = q35_load_error(cases[i].rewrite);
     SCOPED_TRACE("case " + std::to_string(i) + ": " + err);

@@ -157,6 +157,7 @@ const std::vector<ArchSpec>& arch_table() {
       a.ffn_kind = FfnKind::Moe;
       a.moe_gating = MoeGating::SoftmaxTopK;
       a.moe_shared_expert = true;
+      a.moe_fused_gate_up = true;
       a.extra_keys = {"full_attention_interval", "rope.dimension_sections", "ssm.conv_kernel", "ssm.state_size",
                       "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "expert_count", "expert_used_count",
                       "expert_feed_forward_length", "expert_shared_feed_forward_length"};

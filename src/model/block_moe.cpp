@@ -11,7 +11,8 @@
 //   Shared expert (qwen35moe): out += sigmoid(w_sg · x) · W_down_sh · (silu(W_gate_sh · x) ⊙ W_up_sh · x)
 //
 // k = expert_used_count, experts in 3-D tensors ffn_{gate,up,down}_exps (ne = {n_in, n_out,
-// n_expert}), width expert_feed_forward_length; the shared expert in ffn_{gate,up,down}_shexp
+// n_expert}), width expert_feed_forward_length (qwen35moe: gate and up may be one
+// ffn_gate_up_exps of 2·n_ff_exp rows per expert, gate first); the shared expert in ffn_{gate,up,down}_shexp
 // (2-D, width expert_shared_feed_forward_length) with its gate ffn_gate_inp_shexp ({n_embd}: one
 // logit per token), run over every token of the ubatch as one dense FFN.
 //
@@ -45,8 +46,20 @@ class MoeFfnBlock final : public Block {
     auto name = [il](const char* n, const char* k = "weight") { return fmt::format("blk.{}.{}.{}", il, n, k); };
     const int64_t E = hp.n_embd, F = hp.n_ff_exp, X = hp.n_expert;
     Status s;
-    if (!(s = b.experts(name("ffn_gate_exps"), E, F, X, gate_))) return s;
-    if (!(s = b.experts(name("ffn_up_exps"), E, F, X, up_))) return s;
+    if (hp.moe_fused_gate_up && b.has(name("ffn_gate_up_exps"))) {
+      // One tensor of 2·n_ff_exp rows per expert, gate first: each half bound (and packed) alone.
+      std::vector<kernels::WeightView> gate_up;
+      if (!(s = b.experts(name("ffn_gate_up_exps"), E, 2 * F, X, gate_up))) return s;
+      gate_.resize(static_cast<size_t>(X));
+      up_.resize(static_cast<size_t>(X));
+      for (size_t e = 0; e < gate_up.size(); ++e) {
+        gate_[e] = row_slice(gate_up[e], 0, F);
+        up_[e] = row_slice(gate_up[e], F, F);
+      }
+    } else {
+      if (!(s = b.experts(name("ffn_gate_exps"), E, F, X, gate_))) return s;
+      if (!(s = b.experts(name("ffn_up_exps"), E, F, X, up_))) return s;
+    }
     if (!(s = b.experts(name("ffn_down_exps"), F, E, X, down_))) return s;
     if (!(s = b.matrix(name("ffn_gate_inp"), E, X, router_))) return s;
     if (router_.type != TensorType::F32 && router_.type != TensorType::F16 && router_.type != TensorType::BF16)

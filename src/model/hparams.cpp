@@ -108,6 +108,7 @@ Status apply_architecture(const gguf::File& f, const ArchSpec& spec, HParams& hp
       return Status::error(fmt::format("model: {}.expert_feed_forward_length must be > 0", a));
   }
   hp.moe_shared_expert = spec.moe_shared_expert;
+  hp.moe_fused_gate_up = spec.moe_fused_gate_up;
   if (spec.moe_shared_expert) {
     // The shared expert's width: its own key, or feed_forward_length where a file has only that
     // (as the format's reference reads it).

@@ -78,6 +78,7 @@ struct HParams {
   // A shared expert every token runs beside its routed ones, scaled by a sigmoid gate (Qwen3.5-MoE).
   bool moe_shared_expert = false;
   int32_t n_ff_shexp = 0;           // <arch>.expert_shared_feed_forward_length (default feed_forward_length)
+  bool moe_fused_gate_up = false;   // ffn_gate_up_exps may hold each expert's gate | up rows (arch.h)
 
   // Layers: the mixer of each, and where the attention layers keep K/V.
   std::vector<MixerKind> layer_mixer;  // [n_layer]
