@@ -127,11 +127,16 @@ Spec make_spec(const std::string& arch) {
     t("rope_factors_short.weight", {D / 2});
     t("rope_factors_long.weight", {D / 2});
   }
-  // A mixture-of-experts FFN's tensors (qwen35moe: with the shared expert).
+  // A mixture-of-experts FFN's tensors (qwen35moe: with the shared expert, and layer 1's gate
+  // and up experts fused into ffn_gate_up_exps).
   auto moe_ffn = [&](const std::string& b) {
     t(b + "ffn_gate_inp.weight", {E, X});
-    t(b + "ffn_gate_exps.weight", {E, FX, X});
-    t(b + "ffn_up_exps.weight", {E, FX, X});
+    if (qwen35moe && b == "blk.1.") {
+      t(b + "ffn_gate_up_exps.weight", {E, 2 * FX, X});
+    } else {
+      t(b + "ffn_gate_exps.weight", {E, FX, X});
+      t(b + "ffn_up_exps.weight", {E, FX, X});
+    }
     t(b + "ffn_down_exps.weight", {FX, E, X});
     if (qwen35moe) {
       t(b + "ffn_gate_inp_shexp.weight", {E});
