@@ -12,9 +12,10 @@
 //
 // k = expert_used_count, experts in 3-D tensors ffn_{gate,up,down}_exps (ne = {n_in, n_out,
 // n_expert}), width expert_feed_forward_length (qwen35moe: gate and up may be one
-// ffn_gate_up_exps of 2·n_ff_exp rows per expert, gate first); the shared expert in ffn_{gate,up,down}_shexp
-// (2-D, width expert_shared_feed_forward_length) with its gate ffn_gate_inp_shexp ({n_embd}: one
-// logit per token), run over every token of the ubatch as one dense FFN.
+// ffn_gate_up_exps of 2·n_ff_exp rows per expert, gate first); the shared expert in
+// ffn_{gate,up,down}_shexp (2-D, width expert_shared_feed_forward_length) with its gate
+// ffn_gate_inp_shexp ({n_embd}: one logit per token), run over every token of the ubatch as one
+// dense FFN.
 //
 // Determinism: ties among router values are broken by the lower expert id, so a token's
 // choice depends only on its own row. Execution is grouped by expert: the tokens of the ubatch
