@@ -479,6 +479,26 @@ TEST(Qwen35MoeStrictLoading, SharedWidthFallsBackToFeedForwardLength) {
   EXPECT_EQ(err, "");
 }
 
+// A converter writes the shared expert's gate (a Linear of one output) as {n_embd, 1}: the same
+// gate as {n_embd}, the same bits.
+TEST(Qwen35MoeStrictLoading, SharedGateMayBeAOneRowMatrix) {
+  UBATCH_REQUIRE_REFERENCE();
+  std::shared_ptr<const gguf::File> original = q35_from_bytes(q35_distinct_bytes());
+  ASSERT_TRUE(original);
+  std::shared_ptr<const gguf::File> two_d = q35_from_bytes(test::rewrite(
+      *original, {nullptr, [](const gguf::TensorInfo& t, Writer& w) {
+                    if (!q35_ends_with(t.name, "ffn_gate_inp_shexp.weight")) return false;
+                    w.add_tensor(t.name, t.type, {t.ne[0], 1}, test::tensor_bytes(t));
+                    return true;
+                  }}));
+  ASSERT_TRUE(two_d);
+  ASSERT_EQ(two_d->find_tensor("blk.0.ffn_gate_inp_shexp.weight")->n_dims, 2);
+  std::unique_ptr<Context> a = q35_context(original, 256, 512), b = q35_context(two_d, 256, 512);
+  ASSERT_TRUE(a && b);
+  const std::vector<int32_t> tokens = q35_tokens();
+  EXPECT_TRUE(test::sequence_logits(*a, tokens) == test::sequence_logits(*b, tokens));
+}
+
 // ---- What `ubatch info` and the load log say -----------------------------------------------------
 
 // The hybrid layers, the experts, the shared expert, and the parameters: total, and active per
