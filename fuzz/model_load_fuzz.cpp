@@ -2,7 +2,7 @@
 //
 // The GGUF reader has its own target (gguf_fuzz); this one starts from *valid* files — a small
 // synthetic model of every architecture ubatch runs (arch.cpp; the mixtures of experts with 3-D
-// expert tensors, retypable to MXFP4) — and applies edits chosen by the
+// expert tensors, retypable to MXFP4, and qwen35moe's shared expert) — and applies edits chosen by the
 // input: keys dropped, set to other numbers, types or strings (RoPE scaling types included),
 // tensors dropped, reshaped or retyped, stray keys and tensors added. Every edited file must
 // either fail Model::load with a message, or load and then run a short decode without any
@@ -59,10 +59,13 @@ Spec make_spec(const std::string& arch) {
   };
   auto kf = [&](const std::string& n, float f) { s.keys.push_back({arch + "." + n, Key::F32, 0, f, "", {}}); };
   s.keys.push_back({"general.architecture", Key::STR, 0, 0, arch, {}});
-  const bool qwen35 = arch == "qwen35", lfm2 = arch == "lfm2";
+  // qwen35moe: qwen35's hybrid layers with qwen3moe's experts and a shared expert.
+  const bool qwen35moe = arch == "qwen35moe", qwen35 = arch == "qwen35" || qwen35moe, lfm2 = arch == "lfm2";
   // Mixtures of experts: 4 experts of width 32 (feed_forward_length present, unused), 2 per
-  // token; gpt-oss with sinks, biases, a window on even layers and YaRN.
-  const bool qwen3moe = arch == "qwen3moe", gptoss = arch == "gpt-oss", moe = qwen3moe || gptoss;
+  // token; gpt-oss with sinks, biases, a window on even layers and YaRN; qwen35moe's shared
+  // expert of width 48 (expert_shared_feed_forward_length).
+  const bool qwen3moe = arch == "qwen3moe", gptoss = arch == "gpt-oss", moe = qwen3moe || gptoss || qwen35moe;
+  const int64_t FS = 48;
   const int64_t X = 4, FX = 32;
   k("context_length", 128);
   k("embedding_length", E);
@@ -91,6 +94,7 @@ Spec make_spec(const std::string& arch) {
     k("expert_used_count", 2);
     k("expert_feed_forward_length", FX);
   }
+  if (qwen35moe) k("expert_shared_feed_forward_length", FS);
   if (gptoss) {
     k("attention.sliding_window", 4);
     s.keys.push_back({arch + ".rope.scaling.type", Key::STR, 0, 0, "yarn", {}});
@@ -123,6 +127,24 @@ Spec make_spec(const std::string& arch) {
     t("rope_factors_short.weight", {D / 2});
     t("rope_factors_long.weight", {D / 2});
   }
+  // A mixture-of-experts FFN's tensors (qwen35moe: with the shared expert, and layer 1's gate
+  // and up experts fused into ffn_gate_up_exps).
+  auto moe_ffn = [&](const std::string& b) {
+    t(b + "ffn_gate_inp.weight", {E, X});
+    if (qwen35moe && b == "blk.1.") {
+      t(b + "ffn_gate_up_exps.weight", {E, 2 * FX, X});
+    } else {
+      t(b + "ffn_gate_exps.weight", {E, FX, X});
+      t(b + "ffn_up_exps.weight", {E, FX, X});
+    }
+    t(b + "ffn_down_exps.weight", {FX, E, X});
+    if (qwen35moe) {
+      t(b + "ffn_gate_inp_shexp.weight", {E});
+      t(b + "ffn_gate_shexp.weight", {E, FS});
+      t(b + "ffn_up_shexp.weight", {E, FS});
+      t(b + "ffn_down_shexp.weight", {FS, E});
+    }
+  };
   for (int il = 0; il < L; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     t(b + "attn_norm.weight", {E});
@@ -144,6 +166,10 @@ Spec make_spec(const std::string& arch) {
         t(b + "shortconv.out_proj.weight", {E, E});
         t(b + "ffn_norm.weight", {E});
       }
+      if (moe) {
+        moe_ffn(b);
+        continue;
+      }
       t(b + "ffn_gate.weight", {E, F});
       t(b + "ffn_up.weight", {E, F});
       t(b + "ffn_down.weight", {F, E});
@@ -164,11 +190,11 @@ Spec make_spec(const std::string& arch) {
     t(b + "attn_output.weight", {H * D, E});
     t(b + (qwen35 || gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), {E});
     if (moe) {
-      t(b + "ffn_gate_inp.weight", {E, X});
-      t(b + "ffn_gate_exps.weight", {E, FX, X});
-      t(b + "ffn_up_exps.weight", {E, FX, X});
-      t(b + "ffn_down_exps.weight", {FX, E, X});
-      if (qwen3moe) {
+      moe_ffn(b);
+      if (qwen35moe) {
+        t(b + "attn_q_norm.weight", {D});
+        t(b + "attn_k_norm.weight", {D});
+      } else if (qwen3moe) {
         t(b + "attn_q_norm.weight", {D});
         t(b + "attn_k_norm.weight", {D});
       } else {
@@ -201,7 +227,7 @@ Spec make_spec(const std::string& arch) {
 }
 
 const char* const kArchs[] = {"llama",  "qwen2",  "qwen3", "phi3",     "gemma2", "gemma3",
-                              "smollm3", "qwen35", "lfm2",  "qwen3moe", "gpt-oss"};
+                              "smollm3", "qwen35", "lfm2",  "qwen3moe", "gpt-oss", "qwen35moe"};
 constexpr size_t kNumArchs = sizeof(kArchs) / sizeof(kArchs[0]);
 // Keys the edits may add (some read, some refused): every architecture-specific one we know.
 const char* const kExtraSuffixes[] = {
@@ -211,7 +237,7 @@ const char* const kExtraSuffixes[] = {
     "expert_count", "rope.scaling.finetuned", "full_attention_interval", "ssm.conv_kernel", "ssm.state_size",
     "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "shortconv.l_cache", "nextn_predict_layers",
     "rope.dimension_sections", "attention.head_count_kv", "expert_used_count", "expert_feed_forward_length",
-    "expert_shared_count"};
+    "expert_shared_count", "expert_shared_feed_forward_length"};
 constexpr size_t kNumExtraSuffixes = sizeof(kExtraSuffixes) / sizeof(kExtraSuffixes[0]);
 const char* const kStrings[] = {"linear", "none", "yarn", "longrope", "llama3", "", "dynamic"};
 const TensorType kTypes[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K, TensorType::MXFP4};

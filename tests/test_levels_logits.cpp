@@ -14,6 +14,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
+#include "qwen35moe_from_dense.h"
 #include "support.h"
 
 namespace ubatch {
@@ -74,6 +75,10 @@ std::vector<std::string> levels_here() {
   return levels;
 }
 
+// `ubatch logits` of 70 tokens on `model` (label: `name`) at every level, with the KV cache in
+// f16 and (where the heads take it) q8_0: the same bytes on every level.
+void check_levels(const std::string& model, const std::string& name, bool q8_kv);
+
 class LevelsLogits : public ::testing::TestWithParam<const char*> {};
 
 // 70 tokens: two chunks of the attention's online softmax (64 cells), the sliding window of
@@ -82,6 +87,40 @@ TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
   UBATCH_REQUIRE_REFERENCE();
   const std::string model = level_model_path(GetParam());
   ASSERT_TRUE(std::filesystem::exists(model)) << model;
+  // The qwen3moe files' heads of 80 take no Q8_0 KV cache (refused by the context).
+  check_levels(model, GetParam(), std::string(GetParam()).find("qwen3moe") == std::string::npos);
+}
+
+// qwen35moe has no reference files: files built from the qwen35 ones (tests/qwen35moe_from_dense.h)
+// — experts that differ under a pseudo-random router with a gated shared expert (F32), and
+// quantized experts that copy the dense FFN (Q4_K_M, Q8_0) — written to temporary files.
+TEST(LevelsLogitsQwen35Moe, SameBytesOnEveryLevel) {
+  UBATCH_REQUIRE_REFERENCE();
+  test::Qwen35MoeFromDense distinct;
+  distinct.expert_down_scale = {0.5f, 1.5f, -1.0f, 2.0f};
+  distinct.shared_down_scale = 1;
+  distinct.shared_gate_scale = 0.1f;
+  const std::pair<const char*, test::Qwen35MoeFromDense> files[] = {
+      {"tiny-qwen35-f32", distinct}, {"tiny-qwen35-q4_k_m", {}}, {"tiny-qwen35-q8_0", {}}};
+  for (const auto& [dense, o] : files) {
+    SCOPED_TRACE(dense);
+    Result<std::unique_ptr<gguf::File>> f = gguf::File::open(level_model_path(std::string("hybrid/") + dense));
+    ASSERT_TRUE(f.is_ok()) << f.message();
+    const std::vector<uint8_t> bytes = test::qwen35moe_from_qwen35(*f.value(), o);
+    ASSERT_FALSE(bytes.empty());
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("ubatch_levels_" + std::to_string(getpid()) + "_qwen35moe_" + dense + ".gguf"))
+                                 .string();
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    ASSERT_TRUE(out);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), out), bytes.size());
+    std::fclose(out);
+    check_levels(path, std::string("qwen35moe_from_") + dense, true);
+    std::filesystem::remove(path);
+  }
+}
+
+void check_levels(const std::string& model, const std::string& name, bool q8_kv) {
   std::string tokens;
   for (int i = 0; i < 70; ++i) {
     if (i > 0) tokens += ',';
@@ -91,10 +130,8 @@ TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
   if (levels.size() < 2) GTEST_SKIP() << "only the scalar level runs on this CPU";
   const std::string out = (std::filesystem::temp_directory_path() /
                            ("ubatch_levels_" + std::to_string(getpid()) + "_" +
-                            std::filesystem::path(GetParam()).filename().string() + ".f32"))
+                            std::filesystem::path(name).filename().string() + ".f32"))
                               .string();
-  // The qwen3moe files' heads of 80 take no Q8_0 KV cache (refused by the context).
-  const bool q8_kv = std::string(GetParam()).find("qwen3moe") == std::string::npos;
   for (const char* kv : {"f16", "q8_0"}) {
     if (!q8_kv && std::string(kv) == "q8_0") continue;
     std::vector<uint8_t> first;
@@ -111,7 +148,7 @@ TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
       if (first.empty())
         first = bytes;
       else
-        EXPECT_TRUE(bytes == first) << GetParam() << " kv " << kv << ": level " << level
+        EXPECT_TRUE(bytes == first) << name << " kv " << kv << ": level " << level
                                     << " differs from " << levels[0];
     }
   }

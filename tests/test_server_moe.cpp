@@ -1,16 +1,22 @@
 // The tiny mixture-of-experts reference models (qwen3moe; gpt-oss with MXFP4 experts, attention
-// sinks, sliding window and YaRN) served over HTTP: routing is per token and batch-invariant, so
-// the same greedy request gives the same text alone, batched with seven others, repeated with a
-// prefix-cache hit, and as each of n = 3 samples.
+// sinks, sliding window and YaRN), and a qwen35moe file built from the qwen35 one (hybrid layers,
+// distinct experts, a gated shared expert: tests/qwen35moe_from_dense.h) served over HTTP: routing
+// is per token and batch-invariant, so the same greedy request gives the same text alone, batched
+// with seven others, repeated with a prefix-cache hit, and as each of n = 3 samples.
+#include <cstdio>
+#include <filesystem>
 #include <future>
 
+#include <unistd.h>
+
+#include "qwen35moe_from_dense.h"
 #include "test_server_fixture.h"
 
 namespace ubatch::test {
 namespace {
 
 class ServerMoe : public ::testing::TestWithParam<const char*> {
- protected:
+ public:
   std::string path() const { return reference_path(std::string("moe/models/") + GetParam() + ".gguf"); }
   // A prompt of token ids (the tiny models' vocabulary has 512 entries).
   static json prompt(int salt, int n = 40) {
@@ -29,15 +35,41 @@ std::string moe_text(const Reply& r, int choice = 0) {
   return j["choices"][choice]["text"].get<std::string>();
 }
 
+void check_alone_batched_cached_sampled(const std::string& path);
+
 TEST_P(ServerMoe, AloneBatchedCachedAndSampledGiveTheSameText) {
   UBATCH_REQUIRE_REFERENCE();
+  check_alone_batched_cached_sampled(path());
+}
+
+TEST(ServerQwen35Moe, AloneBatchedCachedAndSampledGiveTheSameText) {
+  UBATCH_REQUIRE_REFERENCE();
+  Result<std::unique_ptr<gguf::File>> dense = gguf::File::open(reference_path("hybrid/models/tiny-qwen35-f32.gguf"));
+  ASSERT_TRUE(dense.is_ok()) << dense.message();
+  Qwen35MoeFromDense o;
+  o.expert_down_scale = {0.5f, 1.5f, -1.0f, 2.0f};
+  o.shared_down_scale = 1;
+  o.shared_gate_scale = 0.1f;
+  const std::vector<uint8_t> bytes = qwen35moe_from_qwen35(*dense.value(), o);
+  ASSERT_FALSE(bytes.empty());
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("ubatch_server_qwen35moe_" + std::to_string(getpid()) + ".gguf")).string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
+  check_alone_batched_cached_sampled(path);
+  std::filesystem::remove(path);
+}
+
+void check_alone_batched_cached_sampled(const std::string& path) {
   ServeOptions o;
   o.engine.n_parallel = 8;
   o.engine.n_batch = 128;
   o.n_ctx = 2048;
-  std::unique_ptr<ServedModel> s = serve_model(path(), o);
+  std::unique_ptr<ServedModel> s = serve_model(path, o);
   ASSERT_TRUE(s);
-  const json body = request(0);
+  const json body = ServerMoe::request(0);
   Reply alone = post(s->port, "/v1/completions", body.dump());
   ASSERT_EQ(alone.status, 200) << alone.body;
   const std::string text = moe_text(alone);
@@ -55,7 +87,7 @@ TEST_P(ServerMoe, AloneBatchedCachedAndSampledGiveTheSameText) {
   // Batched with seven other requests in the same steps (their tokens share the experts).
   std::vector<std::future<Reply>> others;
   for (int k = 1; k <= 7; ++k) {
-    const std::string other = request(k + 10, 24).dump();
+    const std::string other = ServerMoe::request(k + 10, 24).dump();
     others.push_back(std::async(std::launch::async, [&, other] { return post(s->port, "/v1/completions", other); }));
   }
   json fresh = body;

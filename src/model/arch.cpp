@@ -140,6 +140,29 @@ const std::vector<ArchSpec>& arch_table() {
                       "rope.scaling.attn_factor"};
       t.push_back(a);
     }
+    {  // Qwen3.5-MoE / Qwen3.6-A3B (Qwen3.5-35B-A3B, -122B-A10B, -397B-A17B): the hybrid layers of
+       // qwen35 (Gated DeltaNet three layers in four, gated full attention in the fourth) with a
+       // mixture of experts in every layer — qwen3moe's routing (softmax over all experts, top
+       // expert_used_count renormalised) plus one shared SwiGLU expert scaled by
+       // sigmoid(ffn_gate_inp_shexp · x). MTP/NextN layers (nextn_predict_layers) are refused by key.
+      ArchSpec a;
+      a.name = "qwen35moe";
+      a.rope_style = RopeStyle::NeoX;
+      a.qk_norm = true;
+      a.layer_pattern = LayerPattern::FullAttentionInterval;
+      a.attention_kind = MixerKind::GatedAttention;
+      a.recurrent_kind = MixerKind::GatedDeltaNet;
+      a.rope_sections = true;
+      a.ffn_norm_name = "post_attention_norm";
+      a.ffn_kind = FfnKind::Moe;
+      a.moe_gating = MoeGating::SoftmaxTopK;
+      a.moe_shared_expert = true;
+      a.moe_fused_gate_up = true;
+      a.extra_keys = {"full_attention_interval", "rope.dimension_sections", "ssm.conv_kernel", "ssm.state_size",
+                      "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "expert_count", "expert_used_count",
+                      "expert_feed_forward_length", "expert_shared_feed_forward_length"};
+      t.push_back(a);
+    }
     return t;
   }();
   return table;

@@ -86,6 +86,12 @@ struct ArchSpec {
   MoeGating moe_gating = MoeGating::SoftmaxTopK;
   bool moe_biases = false;                 // router and expert biases (gpt-oss)
   bool moe_clamped_swiglu = false;         // gpt-oss's clamped SwiGLU (α 1.702, limit 7)
+  bool moe_shared_expert = false;          // a shared SwiGLU expert beside the routed ones (ffn_*_shexp,
+                                           // width expert_shared_feed_forward_length), scaled by
+                                           // sigmoid(ffn_gate_inp_shexp · x) (Qwen3.5-MoE)
+  bool moe_fused_gate_up = false;          // accepts ffn_gate_up_exps {n_embd, 2·n_ff_exp, n_expert} in place of
+                                           // ffn_gate_exps + ffn_up_exps: per expert the gate rows, then
+                                           // the up rows (converters' --fuse-gate-up-exps; Qwen3.5-MoE)
   bool attn_sinks = false;                 // `attn_sinks.weight`: one softmax logit per head (gpt-oss)
   bool yarn = false;                       // accepts `rope.scaling.type` "yarn" (Peng et al. 2023)
   std::string_view ffn_norm_name = "ffn_norm";        // the pre-FFN norm (Qwen3.5: post_attention_norm)

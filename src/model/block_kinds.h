@@ -16,7 +16,8 @@ std::unique_ptr<Block> make_attention_block(bool gated);
 std::unique_ptr<Block> make_deltanet_block();
 // LFM2's gated short convolution.
 std::unique_ptr<Block> make_shortconv_block();
-// A routed mixture of experts (block_moe.cpp): qwen3moe's and gpt-oss's routing, expert-grouped.
+// A routed mixture of experts (block_moe.cpp): qwen3moe's and gpt-oss's routing, expert-grouped; with
+// qwen35moe's sigmoid-gated shared expert where the architecture has one.
 std::unique_ptr<Block> make_moe_ffn();
 
 }  // namespace ubatch

@@ -8,9 +8,14 @@
 //   FFN_e(x) = W_down[e] · act(W_gate[e] · x (+ b), W_up[e] · x (+ b)) (+ b_down[e])
 //   act = silu(g) · u (SwiGLU), or gpt-oss's clamped SwiGLU:
 //         g' = min(g, 7), u' = clamp(u, −7, 7), act = g' · sigmoid(1.702 · g') · (u' + 1)
+//   Shared expert (qwen35moe): out += sigmoid(w_sg · x) · W_down_sh · (silu(W_gate_sh · x) ⊙ W_up_sh · x)
 //
 // k = expert_used_count, experts in 3-D tensors ffn_{gate,up,down}_exps (ne = {n_in, n_out,
-// n_expert}), width expert_feed_forward_length.
+// n_expert}), width expert_feed_forward_length (qwen35moe: gate and up may be one
+// ffn_gate_up_exps of 2·n_ff_exp rows per expert, gate first); the shared expert in
+// ffn_{gate,up,down}_shexp (2-D, width expert_shared_feed_forward_length) with its gate
+// ffn_gate_inp_shexp ({n_embd}: one logit per token), run over every token of the ubatch as one
+// dense FFN.
 //
 // Determinism: ties among router values are broken by the lower expert id, so a token's
 // choice depends only on its own row. Execution is grouped by expert: the tokens of the ubatch
@@ -42,8 +47,20 @@ class MoeFfnBlock final : public Block {
     auto name = [il](const char* n, const char* k = "weight") { return fmt::format("blk.{}.{}.{}", il, n, k); };
     const int64_t E = hp.n_embd, F = hp.n_ff_exp, X = hp.n_expert;
     Status s;
-    if (!(s = b.experts(name("ffn_gate_exps"), E, F, X, gate_))) return s;
-    if (!(s = b.experts(name("ffn_up_exps"), E, F, X, up_))) return s;
+    if (hp.moe_fused_gate_up && b.has(name("ffn_gate_up_exps"))) {
+      // One tensor of 2·n_ff_exp rows per expert, gate first: each half bound (and packed) alone.
+      std::vector<kernels::WeightView> gate_up;
+      if (!(s = b.experts(name("ffn_gate_up_exps"), E, 2 * F, X, gate_up))) return s;
+      gate_.resize(static_cast<size_t>(X));
+      up_.resize(static_cast<size_t>(X));
+      for (size_t e = 0; e < gate_up.size(); ++e) {
+        gate_[e] = row_slice(gate_up[e], 0, F);
+        up_[e] = row_slice(gate_up[e], F, F);
+      }
+    } else {
+      if (!(s = b.experts(name("ffn_gate_exps"), E, F, X, gate_))) return s;
+      if (!(s = b.experts(name("ffn_up_exps"), E, F, X, up_))) return s;
+    }
     if (!(s = b.experts(name("ffn_down_exps"), F, E, X, down_))) return s;
     if (!(s = b.matrix(name("ffn_gate_inp"), E, X, router_))) return s;
     if (router_.type != TensorType::F32 && router_.type != TensorType::F16 && router_.type != TensorType::BF16)
@@ -56,13 +73,28 @@ class MoeFfnBlock final : public Block {
       if (!(s = b.f32_matrix(name("ffn_up_exps", "bias"), F, X, up_bias_))) return s;
       if (!(s = b.f32_matrix(name("ffn_down_exps", "bias"), E, X, down_bias_))) return s;
     }
+    if (hp.moe_shared_expert) {
+      const int64_t S = hp.n_ff_shexp;
+      if (!(s = b.matrix(name("ffn_gate_shexp"), E, S, sh_gate_))) return s;
+      if (!(s = b.matrix(name("ffn_up_shexp"), E, S, sh_up_))) return s;
+      if (!(s = b.matrix(name("ffn_down_shexp"), S, E, sh_down_))) return s;
+      // One logit per token: stored {n_embd} (or {n_embd, 1}); kept in float like the router.
+      if (!(s = b.matrix(name("ffn_gate_inp_shexp"), E, 1, sh_gate_inp_))) return s;
+      if (sh_gate_inp_.type != TensorType::F32 && sh_gate_inp_.type != TensorType::F16 &&
+          sh_gate_inp_.type != TensorType::BF16)
+        return Status::error(fmt::format("model: tensor '{}' (the shared expert's gate) has type {}; a quantized gate "
+                                         "is not supported (the format keeps it in float)",
+                                         name("ffn_gate_inp_shexp"), tensor_type_name(sh_gate_inp_.type)));
+    }
     return Status::ok();
   }
 
-  // The experts (the router stays in float and is not repacked).
+  // The experts and the shared expert (the router and the shared expert's gate stay in float and
+  // are not repacked).
   void matrices(std::vector<kernels::WeightView*>& out) override {
     for (auto* set : {&gate_, &up_, &down_})
       for (kernels::WeightView& v : *set) out.push_back(&v);
+    if (sh_gate_.data) out.insert(out.end(), {&sh_gate_, &sh_up_, &sh_down_});
   }
 
   void forward(ForwardPass& fp, int /*il*/) override {
@@ -113,7 +145,30 @@ class MoeFfnBlock final : public Block {
       }
     }
 
-    // out[t] = Σ_slot w · y, slots in the token's own order.
+    // The shared expert over every token: sh [T, n_embd] and its gate logit sg [T].
+    float* sh = nullptr;
+    float* sg = nullptr;
+    if (hp.moe_shared_expert) {
+      const int64_t S = hp.n_ff_shexp;
+      float* gs = fp.scratch.get(Scratch::kGate, T * S);  // [T, n_ff_shexp]
+      float* us = fp.scratch.get(Scratch::kUp, T * S);    // [T, n_ff_shexp]
+      sh = fp.scratch.get(Scratch::kAttn, T * E);         // [T, n_embd]
+      sg = fp.scratch.get(Scratch::kQ, T);                // [T]
+      {
+        const kernels::WeightView* ws[2] = {&sh_gate_, &sh_up_};
+        float* outs[2] = {gs, us};
+        kernels::matmul_multi(ws, outs, 2, fp.xn, T, fp.pool);
+      }
+      fp.per_token([&](int64_t t0, int64_t t1) {  // as the dense FFN block computes it
+        const int64_t n = (t1 - t0) * S;
+        kernels::silu(gs + t0 * S, gs + t0 * S, n);
+        kernels::mul(gs + t0 * S, us + t0 * S, gs + t0 * S, n);
+      });
+      kernels::matmul(sh_down_, gs, T, sh, fp.pool);
+      kernels::matmul(sh_gate_inp_, fp.xn, T, sg, fp.pool);
+    }
+
+    // out[t] = Σ_slot w · y, slots in the token's own order; then + sigmoid(sg[t]) · sh[t].
     fp.per_token([&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         float* o = fp.out + t * E;
@@ -125,6 +180,11 @@ class MoeFfnBlock final : public Block {
           } else {
             for (int64_t i = 0; i < E; ++i) o[i] += w * y[i];
           }
+        }
+        if (sh) {
+          const float gate = kernels::sigmoid(sg[t]);
+          const float* y = sh + t * E;
+          for (int64_t i = 0; i < E; ++i) o[i] += gate * y[i];
         }
       }
     });
@@ -184,6 +244,9 @@ class MoeFfnBlock final : public Block {
   const float* gate_bias_ = nullptr;                   // [n_expert, n_ff_exp] (gpt-oss)
   const float* up_bias_ = nullptr;                     // [n_expert, n_ff_exp]
   const float* down_bias_ = nullptr;                   // [n_expert, n_embd]
+  kernels::WeightView sh_gate_, sh_up_;                // [n_ff_shexp, n_embd] (qwen35moe's shared expert)
+  kernels::WeightView sh_down_;                        // [n_embd, n_ff_shexp]
+  kernels::WeightView sh_gate_inp_;                    // [1, n_embd], float: the shared expert's gate
   // Per forward: routing and groups (reused).
   std::vector<int32_t> sel_;   // [T, K] chosen experts
   std::vector<float> wsel_;    // [T, K] their weights

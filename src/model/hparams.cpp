@@ -107,6 +107,16 @@ Status apply_architecture(const gguf::File& f, const ArchSpec& spec, HParams& hp
     if (hp.n_ff_exp < 1)
       return Status::error(fmt::format("model: {}.expert_feed_forward_length must be > 0", a));
   }
+  hp.moe_shared_expert = spec.moe_shared_expert;
+  hp.moe_fused_gate_up = spec.moe_fused_gate_up;
+  if (spec.moe_shared_expert) {
+    // The shared expert's width: its own key, or feed_forward_length where a file has only that
+    // (as the format's reference reads it).
+    hp.n_ff_shexp = hp.n_ff;
+    if (!(s = read_int(f, a, "expert_shared_feed_forward_length", hp.n_ff_shexp, hp.n_ff == 0))) return s;
+    if (hp.n_ff_shexp < 1)
+      return Status::error(fmt::format("model: {}.expert_shared_feed_forward_length must be > 0", a));
+  }
 
   if (hp.rope_yarn_scale > 0) {
     // YaRN: the ramp's ends from the original context (rope.scaling.original_context_length,

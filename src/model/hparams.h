@@ -22,7 +22,8 @@ struct HParams {
   int32_t n_ctx_train = 0;   // <arch>.context_length
   int32_t n_embd = 0;        // <arch>.embedding_length
   int32_t n_layer = 0;       // <arch>.block_count
-  int32_t n_ff = 0;          // <arch>.feed_forward_length (dense FFN; optional and unused for MoE)
+  int32_t n_ff = 0;          // <arch>.feed_forward_length (dense FFN; optional for MoE, read there only as
+                             // the default width of qwen35moe's shared expert)
   int32_t n_head = 0;        // <arch>.attention.head_count
   int32_t n_kv_head = 0;     // <arch>.attention.head_count_kv (default n_head)
   int32_t head_dim_k = 0;    // <arch>.attention.key_length (default n_embd / n_head)
@@ -74,6 +75,10 @@ struct HParams {
   int32_t n_expert = 0;             // <arch>.expert_count
   int32_t n_expert_used = 0;        // <arch>.expert_used_count: experts per token (1 .. n_expert)
   int32_t n_ff_exp = 0;             // <arch>.expert_feed_forward_length: one expert's hidden width
+  // A shared expert every token runs beside its routed ones, scaled by a sigmoid gate (Qwen3.5-MoE).
+  bool moe_shared_expert = false;
+  int32_t n_ff_shexp = 0;           // <arch>.expert_shared_feed_forward_length (default feed_forward_length)
+  bool moe_fused_gate_up = false;   // ffn_gate_up_exps may hold each expert's gate | up rows (arch.h)
 
   // Layers: the mixer of each, and where the attention layers keep K/V.
   std::vector<MixerKind> layer_mixer;  // [n_layer]

@@ -175,6 +175,8 @@ void Model::describe_features() {
                               hp.moe_gating == MoeGating::SoftmaxTopK ? "softmax, top-k, renormalised"
                                                                       : "top-k, softmax over the k",
                               hp.moe_biases ? "; router and expert biases" : "", hp.n_ff_exp));
+    if (hp.moe_shared_expert)
+      out.push_back(fmt::format("shared expert of width {}, scaled by sigmoid(ffn_gate_inp_shexp . x)", hp.n_ff_shexp));
     out.push_back(fmt::format("parameters {:.2f} M total, {:.2f} M active per token", total / 1e6, active / 1e6));
     if (hp.moe_clamped_swiglu) out.push_back("clamped SwiGLU experts (alpha 1.702, limit 7)");
   }
