@@ -139,7 +139,10 @@ void Model::describe_features() {
     for (MixerKind k : {MixerKind::Attention, MixerKind::GatedAttention, MixerKind::GatedDeltaNet, MixerKind::ShortConv}) {
       std::string layers;
       for (int il = 0; il < hp.n_layer; ++il)
-        if (hp.layer_mixer[il] == k) layers += (layers.empty() ? "" : ",") + std::to_string(il);
+        if (hp.layer_mixer[il] == k) {
+          if (!layers.empty()) layers += ',';
+          layers += std::to_string(il);
+        }
       if (!layers.empty()) kinds += fmt::format("{}{} [{}]", kinds.empty() ? "" : ", ", mixer_kind_name(k), layers);
     }
     out.push_back("hybrid layers: " + kinds);
