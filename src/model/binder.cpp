@@ -46,6 +46,15 @@ Status Binder::f32_matrix(const std::string& name, int64_t n_cols, int64_t n_row
   return f32(name, n_cols, n_rows, out);
 }
 
+Status Binder::conv_taps(const std::string& name, int taps, int64_t channels, std::vector<float>& out) {
+  const float* w = nullptr;
+  if (Status s = f32(name, taps, channels, w); !s) return s;
+  out.resize(static_cast<size_t>(channels) * static_cast<size_t>(taps));
+  for (int64_t c = 0; c < channels; ++c)
+    for (int j = 0; j < taps; ++j) out[static_cast<size_t>(j * channels + c)] = w[c * taps + j];
+  return Status::ok();
+}
+
 Status Binder::matrix(const std::string& name, int64_t n_in, int64_t n_out, kernels::WeightView& out) {
   Result<const gguf::TensorInfo*> t = binder_find(f_, name, n_in, n_out);
   if (!t) return t.status();

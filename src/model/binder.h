@@ -25,6 +25,9 @@ class Binder {
   Status optional_vector(const std::string& name, int64_t n, const float*& out);
   // An F32 matrix [n_rows, n_cols] (ne = {n_cols, n_rows}) read in place, e.g. convolution taps.
   Status f32_matrix(const std::string& name, int64_t n_cols, int64_t n_rows, const float*& out);
+  // Causal-convolution taps stored [channels, taps] (ne = {taps, channels}), copied tap-major
+  // into out ([taps][channels], the layout of kernels::conv1d_step).
+  Status conv_taps(const std::string& name, int taps, int64_t channels, std::vector<float>& out);
   // A weight matrix y = W·x with x of n_in and y of n_out elements (ne = {n_in, n_out}), of any
   // type the matmul kernels take.
   Status matrix(const std::string& name, int64_t n_in, int64_t n_out, kernels::WeightView& out);

@@ -34,11 +34,7 @@ class DeltaNetBlock final : public Block {
     if (!(s = b.matrix(name("attn_gate"), E, hp.ssm_inner_size, w_z_))) return s;
     if (!(s = b.matrix(name("ssm_beta"), E, Hv, w_beta_))) return s;
     if (!(s = b.matrix(name("ssm_alpha"), E, Hv, w_alpha_))) return s;
-    const float* conv = nullptr;  // [channels, taps] as stored
-    if (!(s = b.f32_matrix(name("ssm_conv1d"), hp.ssm_conv_kernel, C, conv))) return s;
-    conv_.resize(static_cast<size_t>(C) * hp.ssm_conv_kernel);  // tap-major for kernels::conv1d_step
-    for (int64_t c = 0; c < C; ++c)
-      for (int j = 0; j < hp.ssm_conv_kernel; ++j) conv_[size_t(j) * C + c] = conv[c * hp.ssm_conv_kernel + j];
+    if (!(s = b.conv_taps(name("ssm_conv1d"), hp.ssm_conv_kernel, C, conv_))) return s;
     if (!(s = b.vector(name("ssm_dt", "bias"), Hv, dt_bias_))) return s;
     if (!(s = b.vector(fmt::format("blk.{}.ssm_a", il), Hv, a_))) return s;
     if (!(s = b.vector(name("ssm_norm"), hp.ssm_state_size, norm_))) return s;

@@ -26,11 +26,7 @@ class ShortConvBlock final : public Block {
     const int64_t E = hp.n_embd;
     Status s;
     if (!(s = b.matrix(name("in_proj"), E, 3 * E, w_in_))) return s;
-    const float* conv = nullptr;  // [n_embd, taps] as stored
-    if (!(s = b.f32_matrix(name("conv"), hp.shortconv_l_cache, E, conv))) return s;
-    conv_.resize(static_cast<size_t>(E) * hp.shortconv_l_cache);  // tap-major for kernels::conv1d_step
-    for (int64_t c = 0; c < E; ++c)
-      for (int j = 0; j < hp.shortconv_l_cache; ++j) conv_[size_t(j) * E + c] = conv[c * hp.shortconv_l_cache + j];
+    if (!(s = b.conv_taps(name("conv"), hp.shortconv_l_cache, E, conv_))) return s;
     return b.matrix(name("out_proj"), E, E, w_out_);
   }
 
