@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "chat/generic_tools.h"
+#include "chat/harmony.h"
 #include "template/chat_template_renderer.h"
 #include "tokenizer/chat_template.h"
 
@@ -86,6 +87,8 @@ Result<std::shared_ptr<const ChatRenderer>> ChatRenderer::create(const std::stri
                                                           "the system turn)");
       r->thinks_ = template_thinks(source) || template_thinks(tool_use_source);
       if (r->thinks_) r->describe_ += "; it thinks (<think> blocks)";
+      r->harmony_ = template_is_harmony(source) || template_is_harmony(tool_use_source);
+      if (r->harmony_) r->describe_ += "; harmony channels (analysis: reasoning, final: content, calls to functions.*)";
       r->jinja_ = std::move(j);
       return std::shared_ptr<const ChatRenderer>(r);
     }

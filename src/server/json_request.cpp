@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "chat/harmony.h"
 #include "chat/tool_call_grammar.h"
+#include "grammar/json_schema.h"
 #include "server/chat_request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -574,12 +576,32 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
   // generation prompt leaves a block open.
   const chat::ReasoningFormat rf = req.reasoning_format.value_or(setup.reasoning_format);
   const bool open_block = chat::prompt_opens_reasoning(prompt.text);
-  out.reasoning = rf == chat::ReasoningFormat::Deepseek ||
-                  (rf == chat::ReasoningFormat::Auto && (renderer.thinks() || open_block));
+  out.harmony = renderer.harmony() && rf != chat::ReasoningFormat::None;
+  out.reasoning = !out.harmony && (rf == chat::ReasoningFormat::Deepseek ||
+                                   (rf == chat::ReasoningFormat::Auto && (renderer.thinks() || open_block)));
   out.reasoning_open = out.reasoning && open_block;
   out.reasoning_budget = req.reasoning_budget;
   out.prompt_opens_block = open_block;
   if (!req.tools.active()) return std::nullopt;
+  if (out.harmony) {
+    // Harmony: calls are read from the reply's channels (chat/harmony.h). A forced choice of one
+    // function opens its call in the prompt — the header's markers are control tokens, which a
+    // grammar cannot write — and constrains the arguments by the tool's schema. A required
+    // choice among several functions is not constrained (its calls are read as under auto).
+    const chat::ToolDef* one = nullptr;
+    for (const chat::ToolDef& t : req.tools.tools)
+      if (req.tools.choice.mode == chat::ToolChoice::Mode::Named ? t.name == req.tools.choice.name
+                                                                 : req.tools.tools.size() == 1)
+        one = &t;
+    if (!req.tools.forced() || !one) return std::nullopt;
+    Result<std::string> g = grammar::json_schema_to_gbnf(one->parameters);
+    if (!g) return invalid_request(fmt::format("tools ('{}'): parameters: {}", one->name, g.message()), "tools",
+                                   "invalid_json_schema");
+    out.tool_prefill = fmt::format("<|channel|>commentary to=functions.{} <|constrain|>json<|message|>", one->name);
+    out.tool_gbnf = std::move(g.value());
+    prompt.markup(out.tool_prefill);
+    return std::nullopt;
+  }
   // Markup the model can write as text (a control token's piece is empty: grammars cannot produce it).
   auto spellable = [&tok](std::string_view s) {
     for (int32_t id : tok.tokenize(s, false, true))

@@ -406,6 +406,13 @@ void submit(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
   }
   meta.reasoning = parsed.reasoning;
   meta.reasoning_open = parsed.reasoning_open;
+  if (parsed.harmony) {
+    meta.harmony = true;
+    std::vector<chat::ToolDef> tools;
+    if (parsed.tools.active()) tools = parsed.tools.tools;
+    meta.tools = std::make_shared<const std::vector<chat::ToolDef>>(std::move(tools));
+    meta.tool_prefill = parsed.tool_prefill;
+  }
   if (wire) wire->prepared(parsed);
   auto job = std::make_shared<CompletionJob>(state, std::move(lease), parsed, std::move(sub.stream), std::move(meta), ex,
                                              std::move(wire));
