@@ -199,6 +199,13 @@ void StepOutput::on_token(Seq& s, const RowSample& row, double now, double itl_m
     st_.finish_seq(s, FinishReason::Stop);
     return;
   }
+  if (r.request.stop_when) {
+    s.text += text;
+    if (!text.empty() && r.request.stop_when(s.text)) {
+      st_.finish_seq(s, FinishReason::Stop);
+      return;
+    }
+  }
   if (row.grammar && row.grammar_complete) {  // a complete sentence that nothing may extend (after this token)
     st_.finish_seq(s, FinishReason::Stop);
     return;
