@@ -154,6 +154,22 @@ TEST(ChatHarmony, StreamSplitAtEveryPositionEqualsTheWhole) {
   }
 }
 
+TEST(ChatHarmony, ReplyStartsWhereTheGenerationPromptLeftTheHeader) {
+  const std::string before = "<|start|>user<|message|>Hi<|end|>";
+  EXPECT_EQ(harmony_reply_start(before + "<|start|>assistant"), "");
+  EXPECT_EQ(harmony_reply_start(before + "<|start|>assistant<|channel|>final<|message|>"), "<|channel|>final<|message|>");
+  EXPECT_EQ(harmony_reply_start(before + "<|start|>assistant<|channel|>analysis"), "<|channel|>analysis");
+  EXPECT_EQ(harmony_reply_start(before + "<|start|>assistant to=functions.f"), " to=functions.f");
+  // Not a header left open: a continued message's text, a closed message, no assistant turn.
+  EXPECT_EQ(harmony_reply_start(before + "<|start|>assistant<|channel|>final<|message|>Hello"), "");
+  EXPECT_EQ(harmony_reply_start(before + "<|start|>assistant<|channel|>final<|message|>Hello<|end|>"), "");
+  EXPECT_EQ(harmony_reply_start(before), "");
+  EXPECT_EQ(harmony_reply_start(before + "<|start|>assistantX"), "");
+  // The reply is read from that start.
+  const HarmonyReply r = parse_harmony("<|channel|>final<|message|>" + std::string("Hello"), {});
+  EXPECT_EQ(r.content, "Hello");
+}
+
 TEST(ChatHarmony, StreamSendsReasoningAsItComesAndCallsWhole) {
   const std::vector<ToolDef> tools = weather_tools();
   HarmonyStream s(tools);

@@ -148,6 +148,31 @@ TEST_F(ServerHarmony, ReasoningEffortReachesTheTemplate) {
   }
 }
 
+// An assistant turn's reasoning_content comes back to a harmony template as `thinking` (what
+// gpt-oss's template renders on the analysis channel before the turn's tool calls).
+TEST_F(ServerHarmony, HistoryReasoningIsRenderedAsThinking) {
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "get_time"}}}}});
+  json body = {{"tools", tools},
+               {"messages",
+                json::array({{{"role", "user"}, {"content", "Time?"}},
+                             {{"role", "assistant"},
+                              {"content", nullptr},
+                              {"reasoning_content", "The user wants the time."},
+                              {"tool_calls", json::array({{{"id", "call_1"},
+                                                           {"type", "function"},
+                                                           {"function", {{"name", "get_time"}, {"arguments", "{}"}}}}})}},
+                             {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "12:00"}}})}};
+  Reply r = post(port(), "/apply-template", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string prompt = r.parsed()["prompt"];
+  EXPECT_NE(prompt.find("<|start|>assistant<|channel|>analysis<|message|>The user wants the time.<|end|>"
+                        "<|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}"
+                        "<|call|>"),
+            std::string::npos)
+      << prompt;
+  EXPECT_EQ(r.parsed()["tool_format"], "harmony");  // calls are read from the reply's channels
+}
+
 // `part` without its newlines is a subsequence of `whole` without its newlines (harmony joins
 // messages with "\n" and leaves headers and markers out; reasoning_format none leaves out only
 // the control tokens).
@@ -163,8 +188,9 @@ bool drawn_from(const std::string& part, const std::string& whole) {
 }
 
 // Sampled replies; with `bias`, the markers' logits are raised so that random replies are full
-// of headers, channels and messages in every order.
-void check_channels(int port, bool bias, const Tokenizer& tok) {
+// of headers, channels and messages in every order; with `open`, the generation prompt opens
+// that channel (the template's test variable open_channel) and the reply is read from there.
+void check_channels(int port, bool bias, const Tokenizer& tok, const std::string& open = "") {
   json logit_bias = json::object();
   if (bias)
     for (const char* m : {"<|channel|>", "<|message|>", "<|end|>", "<|start|>"})
@@ -172,6 +198,7 @@ void check_channels(int port, bool bias, const Tokenizer& tok) {
   auto ask_biased = [&](int seed) {
     json b = ask(seed, 48);
     if (bias) b["logit_bias"] = logit_bias;
+    if (!open.empty()) b["chat_template_kwargs"] = {{"open_channel", open}};
     return b;
   };
   int with_reasoning = 0, read_apart = 0;
@@ -211,16 +238,22 @@ void check_channels(int port, bool bias, const Tokenizer& tok) {
     EXPECT_EQ(reasoning, reasoning_whole) << "seed " << seed;
     EXPECT_EQ(st.finish[0], r.parsed()["choices"][0]["finish_reason"]) << "seed " << seed;
   }
-  std::printf("[ harmony ] of 12 sampled replies%s, %d read as harmony messages, %d with an analysis channel\n",
-              bias ? " (markers favoured)" : "", read_apart, with_reasoning);
+  std::printf("[ harmony ] of 12 sampled replies%s%s, %d read as harmony messages, %d with an analysis channel\n",
+              bias ? " (markers favoured)" : "", open.empty() ? "" : (", the prompt opening " + open).c_str(), read_apart,
+              with_reasoning);
   if (bias) {
     EXPECT_GT(read_apart, 0);
+  }
+  if (open == "analysis") {
+    EXPECT_EQ(with_reasoning, 12);
   }
 }
 
 TEST_F(ServerHarmony, ChannelsSeparatedStreamedAndAsTheRawReply) {
   check_channels(port(), false, *served_->tokenizer);
   check_channels(port(), true, *served_->tokenizer);
+  check_channels(port(), false, *served_->tokenizer, "analysis");
+  check_channels(port(), true, *served_->tokenizer, "analysis");
 }
 
 TEST_F(ServerHarmony, NamedToolChoiceGivesASchemaValidCall) {

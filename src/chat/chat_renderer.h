@@ -69,7 +69,9 @@ class ChatRenderer {
   bool uses_template() const { return jinja_ != nullptr; }
   // The template thinks: it writes <think>…</think> blocks (reasoning.h, template_thinks).
   bool thinks() const { return thinks_; }
-  // The template writes gpt-oss's harmony channels (harmony.h, template_is_harmony).
+  // The template writes gpt-oss's harmony channels (harmony.h, template_is_harmony). Its
+  // assistant messages' reasoning_content is also passed as `thinking`, the field gpt-oss's
+  // template renders on the analysis channel.
   bool harmony() const { return harmony_; }
 
  private:

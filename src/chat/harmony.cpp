@@ -181,6 +181,21 @@ bool template_is_harmony(std::string_view source) {
          source.find("<|start|>") != std::string_view::npos;
 }
 
+std::string harmony_reply_start(std::string_view prompt) {
+  constexpr std::string_view kOpen = "<|start|>assistant";
+  const size_t at = prompt.rfind(kOpen);
+  if (at == std::string_view::npos) return {};
+  const std::string_view tail = prompt.substr(at + kOpen.size());
+  for (std::string_view closer : {"<|end|>", "<|return|>", "<|call|>", "<|start|>"})
+    if (tail.find(closer) != std::string_view::npos) return {};
+  const size_t message = tail.find("<|message|>");
+  if (message != std::string_view::npos && message + std::string_view("<|message|>").size() != tail.size()) return {};
+  std::string_view header = tail;
+  while (!header.empty() && is_blank(header.front())) header.remove_prefix(1);
+  if (!header.empty() && !starts_header(header)) return {};
+  return std::string(tail);
+}
+
 HarmonyReply parse_harmony(std::string_view reply, const std::vector<ToolDef>& tools) {
   return read(reply, tools, true);
 }

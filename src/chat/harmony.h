@@ -37,6 +37,13 @@ bool is_harmony_marker(std::string_view text);
 // The template writes harmony's markers (gpt-oss): <|channel|>, <|message|> and <|start|>.
 bool template_is_harmony(std::string_view source);
 
+// Where the reply starts: the text after the prompt's last "<|start|>assistant" when it is a
+// header left open for the model (e.g. "<|channel|>final<|message|>" from a template that skips
+// the analysis) — no text after a "<|message|>" and no marker that ends a message — else ""
+// (the usual generation prompt ends with "<|start|>assistant" itself). The reply is read as
+// this text followed by what the model writes.
+std::string harmony_reply_start(std::string_view prompt);
+
 struct HarmonyReply {
   std::string reasoning;
   std::string content;

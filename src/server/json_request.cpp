@@ -582,6 +582,8 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
   out.reasoning_open = out.reasoning && open_block;
   out.reasoning_budget = req.reasoning_budget;
   out.prompt_opens_block = open_block;
+  // Harmony: a generation prompt that opens a channel for the model is the reply's start.
+  if (out.harmony) out.tool_prefill = chat::harmony_reply_start(prompt.text);
   if (!req.tools.active()) return std::nullopt;
   if (out.harmony) {
     // Harmony: calls are read from the reply's channels (chat/harmony.h). A forced choice of one
@@ -597,9 +599,10 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
     Result<std::string> g = grammar::json_schema_to_gbnf(one->parameters);
     if (!g) return invalid_request(fmt::format("tools ('{}'): parameters: {}", one->name, g.message()), "tools",
                                    "invalid_json_schema");
-    out.tool_prefill = fmt::format("<|channel|>commentary to=functions.{} <|constrain|>json<|message|>", one->name);
+    const std::string open = fmt::format("<|channel|>commentary to=functions.{} <|constrain|>json<|message|>", one->name);
+    out.tool_prefill += open;
     out.tool_gbnf = std::move(g.value());
-    prompt.markup(out.tool_prefill);
+    prompt.markup(open);
     return std::nullopt;
   }
   // Markup the model can write as text (a control token's piece is empty: grammars cannot produce it).
