@@ -256,6 +256,77 @@ TEST_F(ServerHarmony, ChannelsSeparatedStreamedAndAsTheRawReply) {
   check_channels(port(), true, *served_->tokenizer, "analysis");
 }
 
+// reasoning_budget_tokens on a harmony reply: the prompt opens the analysis channel, and after
+// `budget` tokens the engine writes "<|end|><|start|>assistant<|channel|>final<|message|>" (in
+// the reply's text only "assistant" and "final" show: control tokens have none) and the answer
+// follows.
+TEST_F(ServerHarmony, ThinkingBudgetClosesTheAnalysis) {
+  // The forced close's text (its control tokens have none; "assistant" and "final" as this
+  // vocabulary writes them).
+  std::string close_text;
+  for (int32_t id : served_->tokenizer->tokenize(chat::kHarmonyFinalOpen, false, true))
+    close_text += served_->tokenizer->token_to_piece(id);
+  ASSERT_NE(close_text.find("final"), std::string::npos) << close_text;
+  int forced = 0;
+  for (int budget : {0, 4}) {
+    for (int seed = 1; seed <= 6; ++seed) {
+      json b = ask(seed, 24);
+      b["reasoning_budget_tokens"] = budget;
+      b["logprobs"] = true;
+      Reply r = post(port(), "/v1/chat/completions", b.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+      const json choice = r.parsed()["choices"][0];
+      const json msg = choice["message"];
+      ASSERT_TRUE(msg.contains("reasoning_content")) << msg.dump();
+      const std::string reasoning = msg["reasoning_content"], content = msg["content"];
+      // The generated text, token by token (control tokens: no bytes).
+      std::vector<std::string> pieces;
+      std::string all;
+      for (const json& e : choice["logprobs"]["content"]) {
+        std::string p;
+        for (const json& x : e["bytes"]) p += static_cast<char>(x.get<int>());
+        pieces.push_back(p);
+        all += p;
+      }
+      // (A random byte that begins a UTF-8 sequence the close then breaks is U+FFFD in the text,
+      // itself in the bytes: compared up to it.)
+      const size_t bad = reasoning.find("\xEF\xBF\xBD");
+      ASSERT_EQ(all.compare(0, std::min(bad, reasoning.size()), reasoning.substr(0, bad)), 0)
+          << "seed " << seed << ": " << msg.dump();
+      size_t n = 0, covered = 0;  // tokens that wrote the reasoning
+      while (bad == std::string::npos && covered < reasoning.size()) covered += pieces[n++].size();
+      EXPECT_LE(n, static_cast<size_t>(budget)) << "seed " << seed;
+      if (bad == std::string::npos && all.compare(reasoning.size(), close_text.size(), close_text) == 0) {
+        ++forced;
+        std::string text = content;  // U+FFFD where the raw bytes were not UTF-8: left out
+        for (size_t k; (k = text.find("\xEF\xBF\xBD")) != std::string::npos;) text.erase(k, 3);
+        EXPECT_TRUE(drawn_from(text, all.substr(reasoning.size() + close_text.size()))) << "seed " << seed;
+      }
+      // Streamed: the same reasoning and answer.
+      b["stream"] = true;
+      b.erase("logprobs");
+      StreamResult st = post_stream(port(), "/v1/chat/completions", b);
+      ASSERT_EQ(st.status, 200);
+      std::string streamed_reasoning;
+      for (const json& chunk : st.chunks)
+        for (const json& c : chunk.value("choices", json::array()))
+          if (c.contains("delta") && c["delta"].contains("reasoning_content"))
+            streamed_reasoning += c["delta"]["reasoning_content"].get<std::string>();
+      EXPECT_EQ(streamed_reasoning, reasoning) << "seed " << seed;
+      EXPECT_EQ(st.text[0], content) << "seed " << seed;
+    }
+  }
+  std::printf("[ harmony ] budgets 0 and 4, 12 replies: %d closed by the engine\n", forced);
+  EXPECT_GE(forced, 6);  // budget 0 always is
+  // The prompt shows the opened channel (what the budget counts from).
+  json b = ask(1);
+  b["reasoning_budget_tokens"] = 4;
+  Reply t = post(port(), "/apply-template", b.dump());
+  ASSERT_EQ(t.status, 200);
+  const std::string prompt = t.parsed()["prompt"];
+  EXPECT_EQ(prompt.substr(prompt.size() - 48), "<|start|>assistant<|channel|>analysis<|message|>") << prompt;
+}
+
 TEST_F(ServerHarmony, NamedToolChoiceGivesASchemaValidCall) {
   const json tools = json::array(
       {{{"type", "function"},

@@ -30,6 +30,11 @@
 
 namespace ubatch::chat {
 
+inline constexpr std::string_view kHarmonyAnalysisOpen = "<|channel|>analysis<|message|>";
+inline constexpr std::string_view kHarmonyEnd = "<|end|>";
+// What closes the analysis and opens the answer (the thinking budget's forced close).
+inline constexpr std::string_view kHarmonyFinalOpen = "<|end|><|start|>assistant<|channel|>final<|message|>";
+
 // `text` is one of harmony's markers (<|start|>, <|end|>, <|message|>, <|channel|>,
 // <|constrain|>, <|return|>, <|call|>).
 bool is_harmony_marker(std::string_view text);

@@ -67,6 +67,8 @@ struct Request {
   int32_t reasoning_budget = -1;
   std::string reasoning_close;                  // the text that ends the block ("</think>")
   std::vector<int32_t> reasoning_close_tokens;  // what is forced: the close as the template writes it
+  int32_t reasoning_close_token = -1;  // >= 0: this token closes the block too (a control token, whose
+                                       // text is empty: harmony's <|end|>)
   // Non-null: called on the engine thread after each generated token with the sample's text so
   // far (as emitted: stop strings and held-back bytes aside); true ends the sample there with
   // Stop. It must be cheap and must not block (the server ends a forced tool-call reply that

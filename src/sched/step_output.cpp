@@ -224,6 +224,10 @@ void StepOutput::advance_reasoning(Seq& s, int32_t id) {
     }
     return;
   }
+  if (id == q.reasoning_close_token) {
+    s.in_reasoning = false;  // the model closed the block itself (a control token)
+    return;
+  }
   ++s.reasoning_tokens;
   s.reasoning_tail += st_.runner.token_to_piece(id);
   if (!q.reasoning_close.empty() && s.reasoning_tail.find(q.reasoning_close) != std::string::npos) {

@@ -555,6 +555,15 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
       // The close as thinking templates write a closed block: "\n</think>\n\n".
       r.reasoning_close_tokens = tokenizer.tokenize("\n" + std::string(chat::kReasoningClose) + "\n\n", false, true);
       r.speculative = false;
+    } else if (out.harmony_analysis_open) {
+      // Harmony: the analysis message ends with <|end|> (a control token, or its text where the
+      // vocabulary has none); the forced close opens the final channel.
+      r.reasoning_budget = out.reasoning_budget;
+      r.reasoning_close = std::string(chat::kHarmonyEnd);
+      const std::vector<int32_t> end = tokenizer.tokenize(chat::kHarmonyEnd, false, true);
+      if (end.size() == 1) r.reasoning_close_token = end[0];
+      r.reasoning_close_tokens = tokenizer.tokenize(chat::kHarmonyFinalOpen, false, true);
+      r.speculative = false;
     }
   }
   return std::nullopt;
@@ -584,6 +593,13 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
   out.prompt_opens_block = open_block;
   // Harmony: a generation prompt that opens a channel for the model is the reply's start.
   if (out.harmony) out.tool_prefill = chat::harmony_reply_start(prompt.text);
+  // Harmony with a thinking budget: the prompt opens the analysis channel (as gpt-oss begins
+  // its replies), so that the engine can count the reasoning and close it (docs/API.md).
+  if (out.harmony && req.reasoning_budget >= 0 && out.tool_prefill.empty() && !req.tools.forced()) {
+    out.tool_prefill = std::string(chat::kHarmonyAnalysisOpen);
+    prompt.markup(out.tool_prefill);
+    out.harmony_analysis_open = true;
+  }
   if (!req.tools.active()) return std::nullopt;
   if (out.harmony) {
     // Harmony: calls are read from the reply's channels (chat/harmony.h). A forced choice of one

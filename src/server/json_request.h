@@ -64,6 +64,7 @@ struct ParsedRequest {
   // A harmony template (chat/harmony.h) with reasoning_format other than none: replies are read
   // as harmony channels (reasoning, content and calls; tool_format stays null).
   bool harmony = false;
+  bool harmony_analysis_open = false;  // a budget on a harmony reply: the prompt opens the analysis channel
 };
 
 // What chat requests need besides the body: the model's renderer and the body as ordered
