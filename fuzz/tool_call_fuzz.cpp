@@ -9,7 +9,9 @@
 //    arguments parse as a JSON object;
 //  - the content is a prefix of the reply (text before the calls) or the whole reply;
 //  - unconstrained streaming (calls held until the end) gives exactly the unstreamed result:
-//    the same content, the same calls with the same names and arguments.
+//    the same content, the same calls with the same names and arguments;
+//  - read as gpt-oss harmony channels (chat/harmony.h), calls name known tools with object
+//    arguments, and the stream in the same pieces gives the whole reading.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/harmony.h"
 #include "chat/tool_call_parser.h"
 #include "chat/tool_call_stream.h"
 #include "chat/tool_format.h"
@@ -93,5 +96,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(calls[k].arguments == whole.calls[k].arguments);
   }
   FUZZ_CHECK(stream.has_calls() == !whole.calls.empty());
+  (void)repeats_a_call(f, text, kTools);
+
+  // The same reply read as harmony channels (chat/harmony.h), whole and in the same pieces.
+  const HarmonyReply h = parse_harmony(text, kTools);
+  for (const ToolCall& c : h.calls) {
+    FUZZ_CHECK(c.name == "get_weather" || c.name == "f");
+    const auto args = nlohmann::json::parse(c.arguments, nullptr, false);
+    FUZZ_CHECK(!args.is_discarded() && args.is_object());
+  }
+  HarmonyStream hs(kTools);
+  HarmonyReply hr;
+  auto take_h = [&](const HarmonyStream::Piece& piece) {
+    hr.reasoning += piece.reasoning;
+    hr.content += piece.content;
+    hr.calls.insert(hr.calls.end(), piece.calls.begin(), piece.calls.end());
+  };
+  seed = data[1];
+  for (size_t p = 0; p < text.size();) {
+    seed = seed * 1103515245u + 12345u;
+    const size_t n = 1 + (seed >> 16) % 16;
+    take_h(hs.push(text.substr(p, n)));
+    p += n;
+  }
+  take_h(hs.finish());
+  FUZZ_CHECK(hr.reasoning == h.reasoning && hr.content == h.content && hr.calls.size() == h.calls.size());
+  for (size_t k = 0; k < h.calls.size(); ++k)
+    FUZZ_CHECK(hr.calls[k].name == h.calls[k].name && hr.calls[k].arguments == h.calls[k].arguments);
   return 0;
 }

@@ -355,6 +355,29 @@ TEST(ToolGrammar, RuleRenamingLeavesLiteralsClassesAndCountsAlone) {
 // parse (content, and per call one id and name, then arguments whose concatenation is the
 // call's arguments) — constrained (each call sent once complete; valid replies or their cut
 // prefixes only, as a grammar guarantees) and not (calls held until the reply ends).
+// A reply that repeats a complete call (same function, arguments equal as JSON values) is
+// found once the repeat is complete — not before, nor
+// for different arguments, an unknown function or a cut call.
+TEST(ToolCallParser, RepeatsACallOnceTheRepeatIsComplete) {
+  const std::vector<ToolDef> tools = corpus_tools();
+  const ToolFormat& generic = *find_tool_format("generic");
+  const std::string first = "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
+  const std::string repeat = ", {\"name\": \"get_weather\", \"arguments\": {\n  \"city\":\"Paris\"\n}}";
+  const std::string reply = first + repeat;
+  for (size_t n = 0; n + 1 < reply.size(); ++n)  // (the call's own "}" may or may not be needed)
+    EXPECT_FALSE(repeats_a_call(generic, reply.substr(0, n), tools)) << reply.substr(0, n);
+  EXPECT_TRUE(repeats_a_call(generic, reply, tools));
+  EXPECT_TRUE(repeats_a_call(generic, reply + "]}", tools));
+  EXPECT_FALSE(repeats_a_call(generic, first + ", {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}", tools));
+  EXPECT_FALSE(repeats_a_call(generic, first + ", {\"name\": \"nope\", \"arguments\": {\"city\": \"Paris\"}}", tools));
+  EXPECT_FALSE(repeats_a_call(generic, "Plain text", tools));
+  const ToolFormat& hermes = *find_tool_format("hermes");
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  EXPECT_FALSE(repeats_a_call(hermes, call, tools));
+  EXPECT_FALSE(repeats_a_call(hermes, call + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\"", tools));
+  EXPECT_TRUE(repeats_a_call(hermes, call + "\n" + call, tools));
+}
+
 TEST(ToolStream, DeltasAddUpToTheUnstreamedReply) {
   const std::vector<ToolDef> tools = corpus_tools();
   struct Case {

@@ -148,6 +148,32 @@ TEST(SchedGrammar, MaxTokensMidStructureEndsWithLength) {
   EXPECT_EQ(o.text[0][0], '{');
 }
 
+// Request::stop_when ends each sample at the first token after which its own text so far
+// satisfies the predicate (the server's end of a tool-call reply that repeats a call).
+TEST(SchedGrammar, StopWhenEndsASampleAtItsFirstMatch) {
+  UBATCH_REQUIRE_REFERENCE();
+  GrammarFixture f = load_grammar("models/tiny-llama-q8_0.gguf", 2048);
+  Engine engine(*f.ctx, *f.tok, EngineConfig{});
+  Request r = seeded({1, 5, 6}, 5);
+  r.n = 2;
+  r.max_tokens = 48;
+  r.ignore_eos = true;
+  r.stop_when = [](std::string_view text) { return text.size() >= 12; };
+  Engine::Submitted s = engine.submit(r);
+  ASSERT_TRUE(s.ok()) << s.error_message;
+  const GrammarOutcome o = collect_grammar(*s.stream, 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(o.finish[i], FinishReason::Stop) << o.text[i];
+    EXPECT_GE(o.text[i].size(), 12u);
+    ASSERT_FALSE(o.tokens[i].empty());
+    EXPECT_LT(o.tokens[i].size(), 48u);
+    // One token earlier the text was shorter: the sample ended at its first match.
+    std::string before;
+    for (size_t k = 0; k + 1 < o.tokens[i].size(); ++k) before += f.tok->token_to_piece(o.tokens[i][k]);
+    EXPECT_LT(before.size(), 12u) << o.text[i];
+  }
+}
+
 TEST(SchedGrammar, SameOutputAloneBatchedAndPreempted) {
   UBATCH_REQUIRE_REFERENCE();
   GrammarFixture f = load_grammar("models/tiny-llama-q8_0.gguf", 2048);

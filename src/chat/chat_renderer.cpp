@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "chat/generic_tools.h"
+#include "chat/harmony.h"
 #include "template/chat_template_renderer.h"
 #include "tokenizer/chat_template.h"
 
@@ -86,6 +87,8 @@ Result<std::shared_ptr<const ChatRenderer>> ChatRenderer::create(const std::stri
                                                           "the system turn)");
       r->thinks_ = template_thinks(source) || template_thinks(tool_use_source);
       if (r->thinks_) r->describe_ += "; it thinks (<think> blocks)";
+      r->harmony_ = template_is_harmony(source) || template_is_harmony(tool_use_source);
+      if (r->harmony_) r->describe_ += "; harmony channels (analysis: reasoning, final: content, calls to functions.*)";
       r->jinja_ = std::move(j);
       return std::shared_ptr<const ChatRenderer>(r);
     }
@@ -102,6 +105,12 @@ Result<SegmentedText> ChatRenderer::render(const ChatRenderInput& in) const {
   // Formats that render no tools: calls and results in the history are written as text (and
   // the tools, when given, described in the system turn) whatever tool_choice says.
   ojson messages = native ? in.messages : generic_tools_messages(in.messages, in.tools);
+  // Harmony templates (gpt-oss) read an assistant's earlier reasoning as `thinking` (rendered
+  // on the analysis channel, e.g. before its tool calls): reasoning_content is passed so.
+  if (harmony_)
+    for (ojson& m : messages)
+      if (m.is_object() && m.value("role", "") == "assistant" && !m.contains("thinking"))
+        if (auto rc = m.find("reasoning_content"); rc != m.end() && rc->is_string()) m["thinking"] = *rc;
   // An empty trailing assistant message is the same as none; another one is continued.
   if (messages.size() > 1 && messages.back().value("role", "") == "assistant" &&
       messages.back().value("content", ojson("")) == ojson("") && !messages.back().contains("tool_calls"))

@@ -69,6 +69,10 @@ class ChatRenderer {
   bool uses_template() const { return jinja_ != nullptr; }
   // The template thinks: it writes <think>…</think> blocks (reasoning.h, template_thinks).
   bool thinks() const { return thinks_; }
+  // The template writes gpt-oss's harmony channels (harmony.h, template_is_harmony). Its
+  // assistant messages' reasoning_content is also passed as `thinking`, the field gpt-oss's
+  // template renders on the analysis channel.
+  bool harmony() const { return harmony_; }
 
  private:
   struct Jinja;
@@ -76,6 +80,7 @@ class ChatRenderer {
   std::unique_ptr<Jinja> jinja_;  // null: a hand-written family renders
   bool native_tools_ = false;     // the template renders `tools` itself
   bool thinks_ = false;           // the template writes reasoning blocks
+  bool harmony_ = false;          // the template writes harmony channels
   std::string family_;  // the hand-written family's name or marker source
   std::string bos_, eos_;
   const ToolFormat* format_ = nullptr;

@@ -551,6 +551,17 @@ std::vector<size_t> complete_calls(const CallScan& scan, const std::vector<ToolD
   return out;
 }
 
+bool repeats_a_call(const ToolFormat& f, std::string_view text, const std::vector<ToolDef>& tools) {
+  const CallScan scan = scan_tool_calls(f, text, tools, false);
+  if (scan.state != CallScan::State::Incomplete && scan.state != CallScan::State::Done) return false;
+  size_t read = 0;  // calls read completely, before the first that is not
+  for (const PartialCall& c : scan.calls) {
+    if (!c.name_done || !c.args_done || !find_tool(tools, c.name)) break;
+    ++read;
+  }
+  return complete_calls(scan, tools).size() < read;
+}
+
 ParsedReply parse_tool_calls(const ToolFormat& f, std::string_view text, const std::vector<ToolDef>& tools) {
   ParsedReply r;
   const CallScan scan = scan_tool_calls(f, text, tools, true);

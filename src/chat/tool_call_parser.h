@@ -62,6 +62,12 @@ CallScan scan_tool_calls(const ToolFormat& f, std::string_view text, const std::
 // only ever appends to this list.
 std::vector<size_t> complete_calls(const CallScan& scan, const std::vector<ToolDef>& tools);
 
+// The reply so far (final = false) holds a complete call equal to an earlier complete one. Under
+// a forced choice with parallel calls that is how a small model loops (it writes the same call
+// until the grammar's bound or max_tokens): the server ends the reply there, and the repeat is
+// dropped from the answer (complete_calls), so the calls before it are the answer.
+bool repeats_a_call(const ToolFormat& f, std::string_view text, const std::vector<ToolDef>& tools);
+
 // The complete reply → content and calls (ids left empty for the caller to assign). Text
 // before the trigger, without its trailing whitespace, is the content; with no valid calls
 // the whole text is the content. A reply cut inside its calls gives the calls completed before

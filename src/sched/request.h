@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sampling/sampler.h"
@@ -66,6 +67,13 @@ struct Request {
   int32_t reasoning_budget = -1;
   std::string reasoning_close;                  // the text that ends the block ("</think>")
   std::vector<int32_t> reasoning_close_tokens;  // what is forced: the close as the template writes it
+  int32_t reasoning_close_token = -1;  // >= 0: this token closes the block too (a control token, whose
+                                       // text is empty: harmony's <|end|>)
+  // Non-null: called on the engine thread after each generated token with the sample's text so
+  // far (as emitted: stop strings and held-back bytes aside); true ends the sample there with
+  // Stop. It must be cheap and must not block (the server ends a forced tool-call reply that
+  // repeats a call: chat/tool_call_parser.h, repeats_a_call).
+  std::function<bool(std::string_view)> stop_when;
   // Not None: an embedding request. Its prompt runs as a prefill-only sequence (in the same
   // steps as generation; no logits, no sampling, nothing generated: max_tokens, n, sampling,
   // stop, grammar and top_logprobs are ignored, n must be 1) and its Done event carries the

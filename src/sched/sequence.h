@@ -59,6 +59,7 @@ struct Seq {
   int32_t reasoning_tokens = 0;
   int32_t forcing = -1;
   std::string reasoning_tail;
+  std::string text;  // the text emitted so far, kept only for Request::stop_when
   Seq(const SamplingParams& sp, int32_t n_vocab, std::vector<std::string> stops)
       : sampler(sp, n_vocab), stop(std::move(stops)) {}
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - n_computed; }

@@ -199,6 +199,13 @@ void StepOutput::on_token(Seq& s, const RowSample& row, double now, double itl_m
     st_.finish_seq(s, FinishReason::Stop);
     return;
   }
+  if (r.request.stop_when) {
+    s.text += text;
+    if (!text.empty() && r.request.stop_when(s.text)) {
+      st_.finish_seq(s, FinishReason::Stop);
+      return;
+    }
+  }
   if (row.grammar && row.grammar_complete) {  // a complete sentence that nothing may extend (after this token)
     st_.finish_seq(s, FinishReason::Stop);
     return;
@@ -215,6 +222,10 @@ void StepOutput::advance_reasoning(Seq& s, int32_t id) {
       s.forcing = -1;
       s.in_reasoning = false;
     }
+    return;
+  }
+  if (id == q.reasoning_close_token) {
+    s.in_reasoning = false;  // the model closed the block itself (a control token)
     return;
   }
   ++s.reasoning_tokens;

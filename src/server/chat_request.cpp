@@ -205,6 +205,15 @@ std::optional<ApiError> parse_chat_request(const ojson& body, ChatRequest& out) 
                                "chat_template_kwargs");
     out.render.kwargs = *kw;
   }
+  // reasoning_effort: the template variable gpt-oss's template reads (chat_template_kwargs may
+  // set it too; the top-level field wins).
+  if (const ojson* re = field(body, "reasoning_effort")) {
+    const std::string v = re->is_string() ? re->get<std::string>() : std::string();
+    if (v != "low" && v != "medium" && v != "high")
+      return invalid_request(fmt::format("'reasoning_effort' must be \"low\", \"medium\" or \"high\", got {}", re->dump()),
+                             "reasoning_effort", re->is_string() ? "invalid_value" : "invalid_type");
+    out.render.kwargs["reasoning_effort"] = v;
+  }
   if (const ojson* b = field(body, "reasoning_budget_tokens")) {
     constexpr int64_t kMaxBudget = int64_t{1} << 20;
     if (!b->is_number_integer())

@@ -8,6 +8,8 @@
 //   tool_choice         "auto" | "none" | "required" | {"type": "function", "function": {"name"}}
 //   parallel_tool_calls boolean (default true)
 //   chat_template_kwargs object: extra template variables (e.g. {"enable_thinking": false})
+//   reasoning_effort    "low" | "medium" | "high": the template variable `reasoning_effort`
+//                       (gpt-oss), over chat_template_kwargs' own
 //
 // Normalization before rendering (what templates expect): content parts are joined with "\n",
 // null content becomes "", and tool_calls arguments sent as JSON strings (as OpenAI clients
@@ -41,7 +43,8 @@ struct ChatRequest {
 // function without tools, chat_template_kwargs that is not an object (or that sets a variable
 // the renderer sets: messages, tools, add_generation_prompt, bos_token, eos_token), a
 // reasoning_format other than "none", "auto" or "deepseek", an assistant message's
-// reasoning_content that is not a string, a reasoning_budget_tokens that is not an integer in
+// reasoning_content that is not a string, a reasoning_effort other than "low", "medium" or
+// "high", a reasoning_budget_tokens that is not an integer in
 // [0, 1048576].
 std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, ChatRequest& out);
 

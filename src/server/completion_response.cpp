@@ -61,6 +61,11 @@ std::string tool_reply_text(const Tokenizer& tok, const sched::Event& e, bool sp
   return tok.token_to_piece(e.token, true);
 }
 
+std::string harmony_reply_text(const Tokenizer& tok, const sched::Event& e) {
+  std::string t = tool_reply_text(tok, e, true);
+  return t == e.text || chat::is_harmony_marker(t) ? t : e.text;
+}
+
 namespace {
 
 // One call of a reply, as OpenAI writes it.
@@ -111,6 +116,7 @@ void CompletionAccumulator::add(const sched::Event& e) {
     }
     c.text += e.text;
     if (meta_.tool_format) c.tool_text += tool_reply_text(tokenizer_, e, meta_.tool_special_text);
+    if (meta_.harmony) c.tool_text += harmony_reply_text(tokenizer_, e);
   } else if (e.kind == sched::Event::Kind::Finish) {
     c.finish = e.finish;
     c.finished = true;
@@ -136,7 +142,22 @@ json CompletionAccumulator::response(const sched::Event& done) const {
         tool_text = std::move(split.content);
       text = chat::split_reasoning(c.text, meta_.reasoning_open).content;
     }
-    if (chat && meta_.tool_format) {
+    if (chat && meta_.harmony) {
+      const chat::HarmonyReply reply = chat::parse_harmony(meta_.tool_prefill + c.tool_text, *meta_.tools);
+      if (reply.has_reasoning) reasoning = reply.reasoning;
+      choice["message"] = {{"role", "assistant"}, {"content", reply.content}};
+      if (!reply.calls.empty()) {
+        json calls = json::array();
+        for (chat::ToolCall call : reply.calls) {
+          call.id = chat::new_tool_call_id();
+          calls.push_back(tool_call_json(call));
+        }
+        if (reply.content.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = std::move(calls);
+        if (c.finished && c.finish == sched::FinishReason::Stop) finish = "tool_calls";
+      }
+      choice["logprobs"] = meta_.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
+    } else if (chat && meta_.tool_format) {
       const chat::ParsedReply reply = chat::parse_tool_calls(*meta_.tool_format, meta_.tool_prefill + tool_text,
                                                              *meta_.tools);
       if (reply.calls.empty()) {
@@ -187,6 +208,45 @@ ChunkBuilder::ChunkBuilder(ResponseMeta meta, int32_t n, const Tokenizer& tokeni
   if (meta_.reasoning && meta_.endpoint == Endpoint::ChatCompletions)
     for (size_t i = 0; i < text_offset_.size(); ++i)
       reasoning_streams_.push_back(std::make_unique<chat::ReasoningStream>(meta_.reasoning_open));
+  if (meta_.harmony && meta_.endpoint == Endpoint::ChatCompletions)
+    for (size_t i = 0; i < text_offset_.size(); ++i) {
+      harmony_streams_.push_back(std::make_unique<chat::HarmonyStream>(*meta_.tools));
+      harmony_streams_.back()->push(meta_.tool_prefill);  // a header: nothing to send
+    }
+}
+
+namespace {
+
+// A harmony piece as a chat delta: reasoning_content, content, whole calls (index from `first`).
+json harmony_delta(const chat::HarmonyStream::Piece& p, size_t first) {
+  json delta = json::object();
+  if (!p.reasoning.empty()) delta["reasoning_content"] = p.reasoning;
+  if (!p.content.empty()) delta["content"] = p.content;
+  if (!p.calls.empty()) {
+    json calls = json::array();
+    for (size_t k = 0; k < p.calls.size(); ++k)
+      calls.push_back({{"index", first + k},
+                       {"id", chat::new_tool_call_id()},
+                       {"type", "function"},
+                       {"function", {{"name", p.calls[k].name}, {"arguments", p.calls[k].arguments}}}});
+    delta["tool_calls"] = std::move(calls);
+  }
+  return delta;
+}
+
+}  // namespace
+
+bool ChunkBuilder::harmony_token(const sched::Event& e, bool want_logprobs, json& out) {
+  chat::HarmonyStream& stream = *harmony_streams_[static_cast<size_t>(e.index)];
+  const size_t first = stream.n_calls_sent();
+  const chat::HarmonyStream::Piece p = stream.push(harmony_reply_text(tokenizer_, e));
+  if (p.empty() && !want_logprobs) return false;
+  json choice = {{"index", e.index}, {"delta", harmony_delta(p, first)}};
+  choice["logprobs"] = want_logprobs ? json{{"content", json::array({chat_logprob_entry(tokenizer_, e)})}}
+                                     : json(nullptr);
+  choice["finish_reason"] = nullptr;
+  out = chunk(json::array({std::move(choice)}));
+  return true;
 }
 
 json ChunkBuilder::delta_json(const chat::ToolStreamDelta& d) const {
@@ -215,6 +275,13 @@ bool ChunkBuilder::flush(const sched::Event& e, json& out) {
   if (e.index < 0 || static_cast<size_t>(e.index) >= text_offset_.size()) return false;
   const size_t i = static_cast<size_t>(e.index);
   json delta = json::object();
+  if (!harmony_streams_.empty()) {
+    const size_t first = harmony_streams_[i]->n_calls_sent();
+    delta = harmony_delta(harmony_streams_[i]->finish(), first);
+    if (delta.empty()) return false;
+    out = chunk(json::array({{{"index", e.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}));
+    return true;
+  }
   std::string content;  // what the reasoning stream still held for the content
   if (!reasoning_streams_.empty()) {
     chat::ReasoningStream::Piece p = reasoning_streams_[i]->finish();
@@ -255,9 +322,11 @@ json ChunkBuilder::role(int32_t index) const {
 
 bool ChunkBuilder::token(const sched::Event& e, json& out) {
   const bool want_logprobs = meta_.logprobs && e.token >= 0;
-  if (e.text.empty() && !want_logprobs && ((tool_streams_.empty() && reasoning_streams_.empty()) || e.token < 0))
+  if (e.text.empty() && !want_logprobs &&
+      ((tool_streams_.empty() && reasoning_streams_.empty() && harmony_streams_.empty()) || e.token < 0))
     return false;
   if (e.index < 0 || static_cast<size_t>(e.index) >= text_offset_.size()) return false;
+  if (!harmony_streams_.empty()) return harmony_token(e, want_logprobs, out);
   int64_t& offset = text_offset_[static_cast<size_t>(e.index)];
   json choice = {{"index", e.index}};
   if (!reasoning_streams_.empty()) {
@@ -308,8 +377,11 @@ json ChunkBuilder::finish(const sched::Event& e) const {
   else
     choice["text"] = "";
   choice["logprobs"] = nullptr;
-  const bool calls = !tool_streams_.empty() && e.index >= 0 && static_cast<size_t>(e.index) < tool_streams_.size() &&
-                     tool_streams_[static_cast<size_t>(e.index)]->has_calls();
+  const bool calls = (!tool_streams_.empty() && e.index >= 0 && static_cast<size_t>(e.index) < tool_streams_.size() &&
+                      tool_streams_[static_cast<size_t>(e.index)]->has_calls()) ||
+                     (!harmony_streams_.empty() && e.index >= 0 &&
+                      static_cast<size_t>(e.index) < harmony_streams_.size() &&
+                      harmony_streams_[static_cast<size_t>(e.index)]->has_calls());
   choice["finish_reason"] = calls && e.finish == sched::FinishReason::Stop ? "tool_calls" : finish_reason_text(e.finish);
   if (!e.error.empty() && e.finish == sched::FinishReason::Error) choice["error"] = e.error;
   return chunk(json::array({std::move(choice)}));

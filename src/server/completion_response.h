@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/harmony.h"
 #include "chat/reasoning.h"
 #include "chat/tool_call_stream.h"
 #include "chat/tool_format.h"
@@ -41,6 +42,9 @@ struct ResponseMeta {
   // Chat: replies are split into reasoning_content and content (chat/reasoning.h).
   bool reasoning = false;
   bool reasoning_open = false;  // the prompt ends inside an open <think> block
+  // Chat: replies are read as harmony channels (chat/harmony.h): reasoning_content, content and
+  // calls to `tools` (tool_format is null; tool_prefill, when set, is the reply's start).
+  bool harmony = false;
 };
 
 // "stop", "length", "cancelled", "error", "deadline"
@@ -51,6 +55,9 @@ const char* finish_reason_text(sched::FinishReason r);
 // that markers such as [TOOL_CALLS] reach the parser (used when no grammar constrains the
 // reply: tool_choice auto in a format whose trigger is a control token).
 std::string tool_reply_text(const Tokenizer& tok, const sched::Event& e, bool special);
+// The same for a harmony reply: a control token's text only when it is one of harmony's markers
+// (other control tokens stay out, as in the reply's text).
+std::string harmony_reply_text(const Tokenizer& tok, const sched::Event& e);
 
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
 nlohmann::json usage_json(const sched::Usage& u);
@@ -68,7 +75,7 @@ class CompletionAccumulator {
  private:
   struct Choice {
     std::string text;
-    std::string tool_text;    // tools: the reply with control-token text (tool_reply_text)
+    std::string tool_text;    // tools or harmony: the reply with control-token text (tool_reply_text)
     nlohmann::json logprobs;  // chat: array of entries; completions: legacy object
     sched::FinishReason finish = sched::FinishReason::Stop;
     bool finished = false;
@@ -104,6 +111,8 @@ class ChunkBuilder {
   std::vector<int64_t> text_offset_;  // per choice: bytes of text sent so far (legacy logprobs)
   std::vector<std::unique_ptr<chat::ToolCallStream>> tool_streams_;  // per choice, with tools
   std::vector<std::unique_ptr<chat::ReasoningStream>> reasoning_streams_;  // per choice, with reasoning
+  std::vector<std::unique_ptr<chat::HarmonyStream>> harmony_streams_;      // per choice, harmony replies
+  bool harmony_token(const sched::Event& e, bool want_logprobs, nlohmann::json& out);
   nlohmann::json delta_json(const chat::ToolStreamDelta& d) const;
 };
 

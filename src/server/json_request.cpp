@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "chat/harmony.h"
 #include "chat/tool_call_grammar.h"
+#include "grammar/json_schema.h"
 #include "server/chat_request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -553,6 +555,15 @@ std::optional<ApiError> parse_completion_request(const json& body, Endpoint endp
       // The close as thinking templates write a closed block: "\n</think>\n\n".
       r.reasoning_close_tokens = tokenizer.tokenize("\n" + std::string(chat::kReasoningClose) + "\n\n", false, true);
       r.speculative = false;
+    } else if (out.harmony_analysis_open) {
+      // Harmony: the analysis message ends with <|end|> (a control token, or its text where the
+      // vocabulary has none); the forced close opens the final channel.
+      r.reasoning_budget = out.reasoning_budget;
+      r.reasoning_close = std::string(chat::kHarmonyEnd);
+      const std::vector<int32_t> end = tokenizer.tokenize(chat::kHarmonyEnd, false, true);
+      if (end.size() == 1) r.reasoning_close_token = end[0];
+      r.reasoning_close_tokens = tokenizer.tokenize(chat::kHarmonyFinalOpen, false, true);
+      r.speculative = false;
     }
   }
   return std::nullopt;
@@ -574,12 +585,42 @@ std::optional<ApiError> render_chat_prompt(const ChatSetup& setup, const Tokeniz
   // generation prompt leaves a block open.
   const chat::ReasoningFormat rf = req.reasoning_format.value_or(setup.reasoning_format);
   const bool open_block = chat::prompt_opens_reasoning(prompt.text);
-  out.reasoning = rf == chat::ReasoningFormat::Deepseek ||
-                  (rf == chat::ReasoningFormat::Auto && (renderer.thinks() || open_block));
+  out.harmony = renderer.harmony() && rf != chat::ReasoningFormat::None;
+  out.reasoning = !out.harmony && (rf == chat::ReasoningFormat::Deepseek ||
+                                   (rf == chat::ReasoningFormat::Auto && (renderer.thinks() || open_block)));
   out.reasoning_open = out.reasoning && open_block;
   out.reasoning_budget = req.reasoning_budget;
   out.prompt_opens_block = open_block;
+  // Harmony: a generation prompt that opens a channel for the model is the reply's start.
+  if (out.harmony) out.tool_prefill = chat::harmony_reply_start(prompt.text);
+  // Harmony with a thinking budget: the prompt opens the analysis channel (as gpt-oss begins
+  // its replies), so that the engine can count the reasoning and close it (docs/API.md).
+  if (out.harmony && req.reasoning_budget >= 0 && out.tool_prefill.empty() && !req.tools.forced()) {
+    out.tool_prefill = std::string(chat::kHarmonyAnalysisOpen);
+    prompt.markup(out.tool_prefill);
+    out.harmony_analysis_open = true;
+  }
   if (!req.tools.active()) return std::nullopt;
+  if (out.harmony) {
+    // Harmony: calls are read from the reply's channels (chat/harmony.h). A forced choice of one
+    // function opens its call in the prompt — the header's markers are control tokens, which a
+    // grammar cannot write — and constrains the arguments by the tool's schema. A required
+    // choice among several functions is not constrained (its calls are read as under auto).
+    const chat::ToolDef* one = nullptr;
+    for (const chat::ToolDef& t : req.tools.tools)
+      if (req.tools.choice.mode == chat::ToolChoice::Mode::Named ? t.name == req.tools.choice.name
+                                                                 : req.tools.tools.size() == 1)
+        one = &t;
+    if (!req.tools.forced() || !one) return std::nullopt;
+    Result<std::string> g = grammar::json_schema_to_gbnf(one->parameters);
+    if (!g) return invalid_request(fmt::format("tools ('{}'): parameters: {}", one->name, g.message()), "tools",
+                                   "invalid_json_schema");
+    const std::string open = fmt::format("<|channel|>commentary to=functions.{} <|constrain|>json<|message|>", one->name);
+    out.tool_prefill += open;
+    out.tool_gbnf = std::move(g.value());
+    prompt.markup(open);
+    return std::nullopt;
+  }
   // Markup the model can write as text (a control token's piece is empty: grammars cannot produce it).
   auto spellable = [&tok](std::string_view s) {
     for (int32_t id : tok.tokenize(s, false, true))

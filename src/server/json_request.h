@@ -61,6 +61,10 @@ struct ParsedRequest {
   bool reasoning_open = false;  // the prompt ends inside an open <think> block
   int32_t reasoning_budget = -1;  // reasoning_budget_tokens (-1: none)
   bool prompt_opens_block = false;  // the prompt ends with <think> (whatever reasoning_format says)
+  // A harmony template (chat/harmony.h) with reasoning_format other than none: replies are read
+  // as harmony channels (reasoning, content and calls; tool_format stays null).
+  bool harmony = false;
+  bool harmony_analysis_open = false;  // a budget on a harmony reply: the prompt opens the analysis channel
 };
 
 // What chat requests need besides the body: the model's renderer and the body as ordered
@@ -84,7 +88,7 @@ std::optional<ApiError> parse_ordered_members(std::string_view body, std::span<c
 // The members a chat request's rendering reads (parse_chat_request).
 inline constexpr std::string_view kChatMembers[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
                                                     "chat_template_kwargs", "reasoning_format",
-                                                    "reasoning_budget_tokens"};
+                                                    "reasoning_budget_tokens", "reasoning_effort"};
 
 // True when `s` is well-formed UTF-8 (Unicode ch. 3, table 3-7: no overlongs, no surrogates,
 // nothing above U+10FFFF). On failure *bad_offset (when given) is the first bad byte.

@@ -260,6 +260,12 @@ std::optional<ApiError> responses_to_chat(const nlohmann::ordered_json& body, nl
     if (auto e = text_format_of(*text, chat)) return e;
   if (const ojson* r = member(body, "reasoning"); r && !r->is_object())
     return bad("'reasoning' must be an object {\"effort\", \"summary\"}", "reasoning", "invalid_type");
+  // reasoning.effort low/medium/high is the template's reasoning_effort (gpt-oss); the other
+  // values (none, minimal, xhigh) have no template meaning and are not applied.
+  if (const ojson* r = member(body, "reasoning"))
+    if (const ojson* e = member(*r, "effort"); e && e->is_string())
+      if (const std::string v = e->get<std::string>(); v == "low" || v == "medium" || v == "high")
+        chat["reasoning_effort"] = v;
   if (const ojson* s = member(body, "stream")) {
     if (!s->is_boolean()) return bad("'stream' must be a boolean", "stream", "invalid_type");
     chat["stream"] = *s;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "chat/tool_call_parser.h"
 #include "sched/engine.h"
 #include "server/completion_response.h"
 #include "server/errors.h"
@@ -359,6 +360,15 @@ Prepared prepare(const ServerState& state, Endpoint endpoint, const std::string&
     auto compiled = b.engine->grammars().get(grammar::GrammarKind::Gbnf, parsed.tool_gbnf);
     if (!compiled) return fail(invalid_request("tools: " + compiled.message(), "tools", "invalid_grammar"));
     parsed.request.grammar = compiled.value();
+    // A forced choice with parallel calls: a reply that repeats a call ends there (the calls
+    // before the repeat are the answer; chat/tool_call_parser.h, repeats_a_call).
+    if (parsed.tool_format && parsed.tools.forced() && parsed.tools.parallel && !parsed.tool_format->single_call) {
+      auto tools = std::make_shared<const std::vector<chat::ToolDef>>(parsed.tools.tools);
+      parsed.request.stop_when = [format = parsed.tool_format, tools,
+                                  prefill = parsed.tool_prefill](std::string_view reply) {
+        return chat::repeats_a_call(*format, prefill + std::string(reply), *tools);
+      };
+    }
   }
   return out;
 }
@@ -406,6 +416,13 @@ void submit(ServerState& state, Endpoint endpoint, const std::shared_ptr<http::E
   }
   meta.reasoning = parsed.reasoning;
   meta.reasoning_open = parsed.reasoning_open;
+  if (parsed.harmony) {
+    meta.harmony = true;
+    std::vector<chat::ToolDef> tools;
+    if (parsed.tools.active()) tools = parsed.tools.tools;
+    meta.tools = std::make_shared<const std::vector<chat::ToolDef>>(std::move(tools));
+    meta.tool_prefill = parsed.tool_prefill;
+  }
   if (wire) wire->prepared(parsed);
   auto job = std::make_shared<CompletionJob>(state, std::move(lease), parsed, std::move(sub.stream), std::move(meta), ex,
                                              std::move(wire));

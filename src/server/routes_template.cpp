@@ -24,10 +24,12 @@ void apply_template(ServerState& state, const http::Request& req, http::Response
   ParsedRequest parsed;
   SegmentedText prompt;
   if (auto e = render_chat_prompt(setup, *b->tokenizer, parsed, prompt)) return send_error(res, *e);
-  send_json(
-      res, 200,
-      {{"prompt", prompt.text},
-       {"tool_format", parsed.tool_format ? nlohmann::json(std::string(parsed.tool_format->id)) : nlohmann::json()}});
+  nlohmann::json format;  // null: no calls are read
+  if (parsed.tool_format)
+    format = std::string(parsed.tool_format->id);
+  else if (parsed.harmony && parsed.tools.active())
+    format = "harmony";  // calls read from the reply's channels (chat/harmony.h)
+  send_json(res, 200, {{"prompt", prompt.text}, {"tool_format", format}});
 }
 
 }  // namespace

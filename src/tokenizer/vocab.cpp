@@ -255,6 +255,13 @@ Result<std::unique_ptr<Vocab>> load_vocab(const gguf::File& file) {
     const int32_t id = v.find(t);
     if (special_text_token(v, id)) v.eog[static_cast<size_t>(id)] = 1;
   }
+  // Harmony (gpt-oss) ends a reply with <|return|> or <|call|>; its <|end|> closes one message of
+  // several (the reasoning before the answer), so it must not end generation there.
+  {
+    const int32_t ret = v.find("<|return|>"), call = v.find("<|call|>"), end = v.find("<|end|>");
+    if (special_text_token(v, ret) && special_text_token(v, call) && end >= 0 && end != v.eos)
+      v.eog[static_cast<size_t>(end)] = 0;
+  }
 
   // Byte tokens.
   for (int b = 0; b < 256; ++b) {

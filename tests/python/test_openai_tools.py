@@ -7,8 +7,9 @@ Checks: a round trip (tools -> tool_calls -> tool result -> answer), streamed an
 tool_choice "required" and a named function give arguments valid under the tool's JSON
 Schema (Python `jsonschema`) on every one of --samples requests sampled at temperature 1;
 parallel_tool_calls can give several calls; under OpenAI's defaults (parallel_tool_calls unset,
-max_tokens unset) 20 of 20 sampled "required" requests end with "tool_calls" and valid calls,
-streamed and not; a reply cut by max_tokens keeps its complete calls (finish "length"), the
+max_tokens unset) 20 of 20 sampled "required" requests and 10 of 10 with a named function end with
+"tool_calls" and valid calls, streamed and not; under them a greedy reply that repeats its call
+ends at the repeat (the distinct calls and one repeat, not eight), streamed the same; a reply cut by max_tokens keeps its complete calls (finish "length"), the
 same streamed and not; special-token look-alikes in a tool result stay
 text (the prompt is unchanged in token count by them only as text would be); errors are 400.
 Each check prints PASS or FAIL; the last line is "N passed, N failed".
@@ -173,9 +174,11 @@ def main():
     def required_default_parallel_sampled():
         # OpenAI's defaults: parallel_tool_calls and max_tokens unset. A small model that repeats
         # its call cannot loop until the context is full: every reply ends with its calls.
+        # tool_choice "required" (20 seeds) and a named function (10 seeds), streamed and not.
+        named = {"type": "function", "function": {"name": "get_weather"}}
         def one(job):
-            seed, stream = job
-            kw = dict(model=model, messages=question, tools=TOOLS, tool_choice="required", temperature=1.0, seed=seed)
+            seed, stream, choice = job
+            kw = dict(model=model, messages=question, tools=TOOLS, tool_choice=choice, temperature=1.0, seed=seed)
             if stream:
                 content, calls, finish = collect_stream(**kw)
             else:
@@ -189,10 +192,35 @@ def main():
                 jsonschema.validate(json.loads(arguments), SCHEMAS[name])
             check(len(set(calls)) == len(calls), f"seed {seed}: a call repeated: {calls}")
             return len(calls)
-        jobs = [(seed, stream) for stream in (False, True) for seed in range(100, 120)]
+        jobs = [(seed, stream, "required") for stream in (False, True) for seed in range(100, 120)]
+        jobs += [(seed, stream, named) for stream in (False, True) for seed in range(200, 210)]
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             counts = list(pool.map(one, jobs))
-        print(f"  20/20 unstreamed and 20/20 streamed ended with tool_calls; calls per reply: {counts}")
+        print(f"  required 20/20 unstreamed and 20/20 streamed, named 10/10 and 10/10, ended with tool_calls; "
+              f"calls per reply: {counts}")
+
+    def repeat_ends_the_reply():
+        # Greedy, OpenAI's defaults: a small model writes the same call again and again; the reply
+        # ends at the first repeat (server-side), so it costs its distinct calls and one repeat,
+        # not the grammar's bound of eight.
+        for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+            kw = dict(model=model, messages=question, tools=TOOLS, tool_choice=choice, temperature=0)
+            one_call = client.chat.completions.create(parallel_tool_calls=False, **kw)
+            n_one = one_call.usage.completion_tokens
+            for parallel in (None, True):
+                extra = {} if parallel is None else {"parallel_tool_calls": parallel}
+                r = client.chat.completions.create(**kw, **extra)
+                c = r.choices[0]
+                calls = [(t.function.name, t.function.arguments) for t in c.message.tool_calls or []]
+                check(c.finish_reason == "tool_calls" and calls and c.message.content is None, c)
+                check(len(set(calls)) == len(calls), calls)
+                # the distinct calls and one repeat, each within twice a lone call's tokens
+                check(r.usage.completion_tokens <= 2 * (len(calls) + 1) * n_one,
+                      f"{r.usage.completion_tokens} tokens for {len(calls)} call(s) ({n_one} for one)")
+                streamed = collect_stream(**kw, **extra)
+                check(streamed == (None, calls, "tool_calls"), f"{streamed} vs {calls}")
+                print(f"  {choice if isinstance(choice, str) else 'named'}, parallel {parallel}: {len(calls)} call(s) "
+                      f"in {r.usage.completion_tokens} tokens (one call alone: {n_one})")
 
     def cut_reply_keeps_complete_calls():
         # max_tokens cutting a reply inside a later call: the complete calls are returned (the cut
@@ -282,7 +310,7 @@ def main():
             raise AssertionError(f"accepted: {extra}")
 
     checks = [round_trip_non_streaming, round_trip_streaming, required_sampled_schema_valid, named_sampled_schema_valid,
-              required_default_parallel_sampled, cut_reply_keeps_complete_calls, parallel_calls, auto_is_text_or_valid_call, apply_template_and_lookalikes, errors_are_400]
+              required_default_parallel_sampled, repeat_ends_the_reply, cut_reply_keeps_complete_calls, parallel_calls, auto_is_text_or_valid_call, apply_template_and_lookalikes, errors_are_400]
     if args.only:
         checks = [fn for fn in checks if fn.__name__ in args.only.split(",")]
     passed = failed = 0
