@@ -94,12 +94,12 @@ end "$(ctest --test-dir build -N | grep -Eo 'Total Tests: [0-9]+' | grep -Eo '[0
 # take the cores that tests waiting on sockets and timers leave idle. A stage first waits
 # for its tree's background build, then builds it again in the foreground (a no-op when the
 # background build succeeded; a failure shows its errors there).
-ASAN_FILES=(test_gguf test_gguf_hostile test_context_archs test_context_hybrid test_kernels_gemm test_tokenizer_chat test_tokenizer_segments
+ASAN_FILES=(test_gguf test_gguf_hostile test_context_archs test_context_hybrid test_kernels_gemm test_chat_harmony test_tokenizer_chat test_tokenizer_segments
   test_tokenizer_vectors test_tokenizer_wpm test_grammar_gbnf test_grammar_matcher test_grammar_json_schema
   test_server_transport test_server_http test_server_webui
   test_template_lexer test_template_parser test_template_values test_template_filters test_template_tests
   test_template_statements test_template_sandbox test_template_marks test_template_chat test_template_corpus)
-ASAN_REGEX='Gguf|ArchStrictLoading|Hybrid|Packed|ChatTemplate|ChatRules|ChatInjection|Segmented|TokenizerVectors|TokenizerWpm|WordPieceWords|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
+ASAN_REGEX='Gguf|ArchStrictLoading|Hybrid|Packed|ChatHarmony|ChatTemplate|ChatRules|ChatInjection|Segmented|TokenizerVectors|TokenizerWpm|WordPieceWords|GrammarGbnf|GrammarMatcher|GrammarJsonSchema|ServerTransport|ServerSse|ServerHttp|ServerUnits|ServerLifecycle|ServerWebUi\.|DashboardFeed|^Template'
 TSAN_FILES=(test_server_stream test_server_transport test_server_http test_server_webui test_server_models
             test_server_health test_server_openapi test_server_hardening
             test_sched_engine test_sched_scheduler test_sched_preemption test_sched_deadlines test_sched_live_view
