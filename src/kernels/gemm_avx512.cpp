@@ -227,22 +227,43 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   const PackedFormat& f = w.fmt;
   const int segs_per_block = f.block_elems / f.seg;
   const int64_t n_blocks = w.n_in / f.block_elems;
-  const char* pf_end = reinterpret_cast<const char*>(w.data + w.bytes());
   const int64_t xs = a.stride;
   __m512 acc[MR][NR];
   for (int m = 0; m < MR; ++m)
     for (int t = 0; t < NR; ++t) acc[m][t] = _mm512_setzero_ps();
+  // Each of the MR panels is its own sequential stream; after panel p + m this thread reads
+  // panel p + m + MR (gemm_t walks its panels MR at a time). A prefetch that runs past the end of
+  // panel p + m continues into panel p + m + MR, not into p + m + 1 (which the next stream is
+  // reading now): with panels longer than the prefetch distance (K = 4,096 Q4_K: 36 KiB) the
+  // second stream would otherwise start every panel without anything prefetched. Distances are
+  // whole block records (the same count of bytes, rounded up).
+  const int64_t ahead_l1 = (kPrefetchBytes / MR + f.block_bytes - 1) / f.block_bytes;
+  const int64_t ahead_l2 = (kPrefetchL2Bytes / MR + f.block_bytes - 1) / f.block_bytes;
+  struct Cursor {  // the block record `ahead` records further along stream m
+    int64_t panel, blk;
+  };
+  Cursor c1[MR], c2[MR];
+  for (int m = 0; m < MR; ++m) {
+    c1[m] = {p + m + ahead_l1 / n_blocks * MR, ahead_l1 % n_blocks};
+    c2[m] = {p + m + ahead_l2 / n_blocks * MR, ahead_l2 % n_blocks};
+  }
+  auto prefetch_next = [&](Cursor& c, int hint) {
+    if (c.panel < w.n_panels) {
+      const char* base = reinterpret_cast<const char*>(w.panel(c.panel)) + c.blk * f.block_bytes;
+      for (int64_t off = 0; off < f.block_bytes; off += 64) {
+        if (hint == 0) _mm_prefetch(base + off, _MM_HINT_T0);
+        else _mm_prefetch(base + off, _MM_HINT_T1);
+      }
+    }
+    if (++c.blk == n_blocks) c.blk = 0, c.panel += MR;
+  };
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* block[MR];
     __m512 d[MR], mn[MR];
     for (int m = 0; m < MR; ++m) {
       block[m] = w.panel(p + m) + b * f.block_bytes;
-      for (int64_t off = 0; off < f.block_bytes; off += 64) {
-        const char* pf = reinterpret_cast<const char*>(block[m]) + kPrefetchBytes + off;
-        if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
-        const char* pf2 = reinterpret_cast<const char*>(block[m]) + kPrefetchL2Bytes + off;
-        if (pf2 < pf_end) _mm_prefetch(pf2, _MM_HINT_T1);
-      }
+      prefetch_next(c1[m], 0);
+      prefetch_next(c2[m], 1);
       d[m] = header_d(block[m]);
       mn[m] = header_m(f, block[m]);
     }
