@@ -1,5 +1,6 @@
 #include "model/arch.h"
 
+#include <algorithm>
 #include <array>
 
 namespace ubatch {
@@ -145,22 +146,14 @@ const std::vector<ArchSpec>& arch_table() {
        // mixture of experts in every layer — qwen3moe's routing (softmax over all experts, top
        // expert_used_count renormalised) plus one shared SwiGLU expert scaled by
        // sigmoid(ffn_gate_inp_shexp · x). MTP/NextN layers (nextn_predict_layers) are refused by key.
-      ArchSpec a;
+      ArchSpec a = *std::find_if(t.begin(), t.end(), [](const ArchSpec& s) { return s.name == "qwen35"; });
       a.name = "qwen35moe";
-      a.rope_style = RopeStyle::NeoX;
-      a.qk_norm = true;
-      a.layer_pattern = LayerPattern::FullAttentionInterval;
-      a.attention_kind = MixerKind::GatedAttention;
-      a.recurrent_kind = MixerKind::GatedDeltaNet;
-      a.rope_sections = true;
-      a.ffn_norm_name = "post_attention_norm";
       a.ffn_kind = FfnKind::Moe;
       a.moe_gating = MoeGating::SoftmaxTopK;
       a.moe_shared_expert = true;
       a.moe_fused_gate_up = true;
-      a.extra_keys = {"full_attention_interval", "rope.dimension_sections", "ssm.conv_kernel", "ssm.state_size",
-                      "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "expert_count", "expert_used_count",
-                      "expert_feed_forward_length", "expert_shared_feed_forward_length"};
+      a.extra_keys.insert(a.extra_keys.end(), {"expert_count", "expert_used_count", "expert_feed_forward_length",
+                                               "expert_shared_feed_forward_length"});
       t.push_back(a);
     }
     return t;
