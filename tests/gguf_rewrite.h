@@ -2,8 +2,12 @@
 // malformed-file tests (test_context_archs.cpp, test_context_hybrid.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -43,6 +47,36 @@ inline std::vector<uint8_t> rewrite(const gguf::File& f, const Rewrite& r) {
   }
   if (r.extra) r.extra(w);
   return w.bytes();
+}
+
+// F32 tensors whose names end in one of `suffixes`, edited by fn(values, shape) and written back.
+inline Rewrite edit_f32(std::vector<std::string> suffixes,
+                        std::function<void(std::vector<float>&, const std::vector<int64_t>&)> fn) {
+  return {nullptr, [suffixes, fn](const gguf::TensorInfo& t, gguf::Writer& w) {
+            bool hit = false;
+            for (const std::string& s : suffixes)
+              hit = hit || (t.name.size() >= s.size() && t.name.compare(t.name.size() - s.size(), s.size(), s) == 0);
+            if (!hit || t.type != TensorType::F32) return false;
+            std::vector<float> v(static_cast<size_t>(t.n_bytes / 4));
+            std::memcpy(v.data(), t.data, v.size() * 4);
+            fn(v, tensor_shape(t));
+            std::vector<uint8_t> bytes(v.size() * 4);
+            std::memcpy(bytes.data(), v.data(), bytes.size());
+            w.add_tensor(t.name, t.type, tensor_shape(t), bytes);
+            return true;
+          }};
+}
+
+// Reverses the order of the outermost dimension's slices (the experts of a 3-D tensor, the
+// expert rows of a 2-D bias or router).
+inline void reverse_outer(std::vector<float>& v, const std::vector<int64_t>& ne) {
+  const int64_t n_outer = ne.back();
+  const size_t slice = v.size() / static_cast<size_t>(n_outer);
+  std::vector<float> out(v.size());
+  for (int64_t e = 0; e < n_outer; ++e)
+    std::copy(v.begin() + static_cast<ptrdiff_t>(e * slice), v.begin() + static_cast<ptrdiff_t>((e + 1) * slice),
+              out.begin() + static_cast<ptrdiff_t>((n_outer - 1 - e) * slice));
+  v = std::move(out);
 }
 
 }  // namespace ubatch::test

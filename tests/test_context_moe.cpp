@@ -150,38 +150,8 @@ std::shared_ptr<const gguf::File> moe_from_bytes(std::vector<uint8_t> bytes) {
   return f ? std::shared_ptr<const gguf::File>(std::move(f.value())) : nullptr;
 }
 
-bool moe_ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
-// F32 tensors whose names end in one of `suffixes`, edited by fn(values, shape) and written back.
-MoeRewrite moe_edit(std::vector<std::string> suffixes,
-                    std::function<void(std::vector<float>&, const std::vector<int64_t>&)> fn) {
-  return {nullptr, [suffixes, fn](const gguf::TensorInfo& t, Writer& w) {
-            bool hit = false;
-            for (const std::string& s : suffixes) hit = hit || moe_ends_with(t.name, s);
-            if (!hit || t.type != TensorType::F32) return false;
-            std::vector<float> v(static_cast<size_t>(t.n_bytes / 4));
-            std::memcpy(v.data(), t.data, v.size() * 4);
-            fn(v, test::tensor_shape(t));
-            std::vector<uint8_t> bytes(v.size() * 4);
-            std::memcpy(bytes.data(), v.data(), bytes.size());
-            w.add_tensor(t.name, t.type, test::tensor_shape(t), bytes);
-            return true;
-          }};
-}
 
-// Reverses the order of the last dimension's slices (experts of a 3-D tensor, expert rows of a
-// 2-D bias or router: the outermost dimension).
-void moe_reverse_outer(std::vector<float>& v, const std::vector<int64_t>& ne) {
-  const int64_t n_outer = ne.back();
-  const size_t slice = v.size() / static_cast<size_t>(n_outer);
-  std::vector<float> out(v.size());
-  for (int64_t e = 0; e < n_outer; ++e)
-    std::copy(v.begin() + static_cast<ptrdiff_t>(e * slice), v.begin() + static_cast<ptrdiff_t>((e + 1) * slice),
-              out.begin() + static_cast<ptrdiff_t>((n_outer - 1 - e) * slice));
-  v = std::move(out);
-}
 
 MoeRewrite moe_set_u32(const std::string& key, uint32_t value) {
   return {[key, value](const gguf::MetadataEntry& e, Writer& w) {
@@ -218,20 +188,20 @@ std::vector<MoeMutation> moe_mutations() {
   std::vector<MoeMutation> m;
   auto zero = [](std::vector<float>& v, const std::vector<int64_t>&) { std::fill(v.begin(), v.end(), 0.0f); };
   // Routing: the router's bias; the experts reversed under an unchanged router; k changed.
-  m.push_back({"gptoss_router_bias_zeroed", "tiny-gptoss-f32", moe_edit({"ffn_gate_inp.bias"}, zero)});
+  m.push_back({"gptoss_router_bias_zeroed", "tiny-gptoss-f32", test::edit_f32({"ffn_gate_inp.bias"}, zero)});
   m.push_back({"qwen3moe_experts_permuted", "tiny-qwen3moe-f32",
-               moe_edit({"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}, moe_reverse_outer)});
+               test::edit_f32({"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}, test::reverse_outer)});
   m.push_back({"gptoss_experts_permuted", "tiny-gptoss-f32",
-               moe_edit({"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_exps.bias",
+               test::edit_f32({"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_exps.bias",
                          "ffn_up_exps.bias", "ffn_down_exps.bias"},
-                        moe_reverse_outer)});
+                        test::reverse_outer)});
   m.push_back({"qwen3moe_expert_used_count_1", "tiny-qwen3moe-f32", moe_set_u32("qwen3moe.expert_used_count", 1)});
   m.push_back({"qwen3moe_expert_used_count_3", "tiny-qwen3moe-f32", moe_set_u32("qwen3moe.expert_used_count", 3)});
   m.push_back({"gptoss_expert_biases_zeroed", "tiny-gptoss-f32",
-               moe_edit({"ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"}, zero)});
+               test::edit_f32({"ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"}, zero)});
   // Attention: sinks at −inf (no sink), YaRN factor 1 (plain RoPE), the window widened.
   m.push_back({"gptoss_sinks_removed", "tiny-gptoss-f32",
-               moe_edit({"attn_sinks.weight"}, [](std::vector<float>& v, const std::vector<int64_t>&) {
+               test::edit_f32({"attn_sinks.weight"}, [](std::vector<float>& v, const std::vector<int64_t>&) {
                  std::fill(v.begin(), v.end(), -std::numeric_limits<float>::infinity());
                })});
   m.push_back({"gptoss_yarn_factor_1", "tiny-gptoss-f32", moe_set_f32("gpt-oss.rope.scaling.factor", 1.0f)});
@@ -239,7 +209,7 @@ std::vector<MoeMutation> moe_mutations() {
                moe_set_u32("gpt-oss.rope.scaling.original_context_length", 64)});
   m.push_back({"gptoss_window_widened", "tiny-gptoss-f32", moe_set_u32("gpt-oss.attention.sliding_window", 4096)});
   m.push_back({"gptoss_attention_biases_zeroed", "tiny-gptoss-f32",
-               moe_edit({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"}, zero)});
+               test::edit_f32({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"}, zero)});
   return m;
 }
 
@@ -281,9 +251,9 @@ TEST(MoeRouting, RelabellingTheExpertsKeepsEveryBit) {
   std::shared_ptr<const gguf::File> original = moe_model_file("tiny-gptoss-f32");
   ASSERT_TRUE(original);
   std::shared_ptr<const gguf::File> relabelled = moe_from_bytes(test::rewrite(
-      *original, moe_edit({"ffn_gate_inp.weight", "ffn_gate_inp.bias", "ffn_gate_exps.weight", "ffn_up_exps.weight",
+      *original, test::edit_f32({"ffn_gate_inp.weight", "ffn_gate_inp.bias", "ffn_gate_exps.weight", "ffn_up_exps.weight",
                            "ffn_down_exps.weight", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"},
-                          moe_reverse_outer)));
+                          test::reverse_outer)));
   ASSERT_TRUE(relabelled);
   std::unique_ptr<Context> a = moe_context(original, 256, 512), b = moe_context(relabelled, 256, 512);
   ASSERT_TRUE(a && b);

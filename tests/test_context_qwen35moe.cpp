@@ -187,33 +187,7 @@ bool q35_ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// F32 tensors whose names end in one of `suffixes`, edited by fn(values, shape) and written back.
-test::Rewrite q35_edit(std::vector<std::string> suffixes,
-                       std::function<void(std::vector<float>&, const std::vector<int64_t>&)> fn) {
-  return {nullptr, [suffixes, fn](const gguf::TensorInfo& t, Writer& w) {
-            bool hit = false;
-            for (const std::string& s : suffixes) hit = hit || q35_ends_with(t.name, s);
-            if (!hit || t.type != TensorType::F32) return false;
-            std::vector<float> v(static_cast<size_t>(t.n_bytes / 4));
-            std::memcpy(v.data(), t.data, v.size() * 4);
-            fn(v, test::tensor_shape(t));
-            std::vector<uint8_t> bytes(v.size() * 4);
-            std::memcpy(bytes.data(), v.data(), bytes.size());
-            w.add_tensor(t.name, t.type, test::tensor_shape(t), bytes);
-            return true;
-          }};
-}
 
-// Reverses the slices of the outermost dimension (the experts of a 3-D tensor, the router's rows).
-void q35_reverse_outer(std::vector<float>& v, const std::vector<int64_t>& ne) {
-  const int64_t n_outer = ne.back();
-  const size_t slice = v.size() / static_cast<size_t>(n_outer);
-  std::vector<float> out(v.size());
-  for (int64_t e = 0; e < n_outer; ++e)
-    std::copy(v.begin() + static_cast<ptrdiff_t>(e * slice), v.begin() + static_cast<ptrdiff_t>((e + 1) * slice),
-              out.begin() + static_cast<ptrdiff_t>((n_outer - 1 - e) * slice));
-  v = std::move(out);
-}
 
 test::Rewrite q35_set_u32(const std::string& key, uint32_t value) {
   return {[key, value](const gguf::MetadataEntry& e, Writer& w) {
@@ -232,11 +206,11 @@ struct Q35Mutation {
 std::vector<Q35Mutation> q35_mutations() {
   auto zero = [](std::vector<float>& v, const std::vector<int64_t>&) { std::fill(v.begin(), v.end(), 0.0f); };
   std::vector<Q35Mutation> m;
-  m.push_back({"shared_expert_gate_zeroed", q35_edit({"ffn_gate_inp_shexp.weight"}, zero)});
-  m.push_back({"shared_expert_down_zeroed", q35_edit({"ffn_down_shexp.weight"}, zero)});
+  m.push_back({"shared_expert_gate_zeroed", test::edit_f32({"ffn_gate_inp_shexp.weight"}, zero)});
+  m.push_back({"shared_expert_down_zeroed", test::edit_f32({"ffn_down_shexp.weight"}, zero)});
   m.push_back({"experts_permuted",
-               q35_edit({"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}, q35_reverse_outer)});
-  m.push_back({"router_negated", q35_edit({"ffn_gate_inp.weight"}, [](std::vector<float>& v, const std::vector<int64_t>&) {
+               test::edit_f32({"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}, test::reverse_outer)});
+  m.push_back({"router_negated", test::edit_f32({"ffn_gate_inp.weight"}, [](std::vector<float>& v, const std::vector<int64_t>&) {
                  for (float& x : v) x = -x;
                })});
   m.push_back({"expert_used_count_1", q35_set_u32("qwen35moe.expert_used_count", 1)});
@@ -315,8 +289,8 @@ TEST(Qwen35MoeRouting, DistinctExpertsDifferFromDenseAndRelabellingKeepsEveryBit
   ASSERT_TRUE(original);
   std::shared_ptr<const gguf::File> relabelled = q35_from_bytes(test::rewrite(
       *original,
-      q35_edit({"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"},
-               q35_reverse_outer)));
+      test::edit_f32({"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"},
+               test::reverse_outer)));
   std::unique_ptr<Context> a = q35_context(original, 256, 512), b = q35_context(relabelled, 256, 512);
   std::unique_ptr<Context> dense = q35_context(q35_dense("tiny-qwen35-f32"), 256, 512);
   ASSERT_TRUE(a && b && dense);
