@@ -172,6 +172,9 @@ TEST(ToolParser, TextBeforeCallsIsContentAndMalformedCallsAreText) {
            "<tool_call>{\"name\": \"get_weather\", \"arguments\": [1]}</tool_call>",           // not an object
            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call> and more",   // text after
            "<tool_call>{\"name\": \"get_weather\", \"argum",                                   // cut short
+           // an unknown function after a valid call, then cut: malformed, not "cut inside calls"
+           "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>"
+           "<tool_call>{\"name\": \"launch\", \"arguments\": {}}</tool_call><tool_",
        }) {
     SCOPED_TRACE(bad);
     r = parse_tool_calls(hermes, bad, tools);
@@ -408,6 +411,8 @@ TEST(ToolStream, DeltasAddUpToTheUnstreamedReply) {
       {"generic", "Plain {text}", true},
       {"qwen3-xml",
        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>", true},
+      {"mistral",  // an unknown function after a valid call, then a cut marker (found by tool_call_fuzz)
+       "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]launch[ARGS]{\"x\": 1}[", false},
       {"mistral",
        "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]search_files[ARGS]{\"path\": \"/\", \"query\": "
        "\"q\"}",

@@ -516,7 +516,12 @@ CallScan scan_tool_calls(const ToolFormat& f, std::string_view text, const std::
   const Step st = read_calls(c, f, tools, out.calls);
   if (st == Step::Incomplete) {
     out.state = final ? CallScan::State::Malformed : CallScan::State::Incomplete;
-    out.cut = final;
+    // A call whose name is complete and unknown makes the calls malformed whatever follows;
+    // a reply cut after one is not "cut inside valid calls" (a stream that saw the same text
+    // end at that call's close decided so already: streamed and whole replies agree).
+    bool bad_name = false;
+    for (const PartialCall& call : out.calls) bad_name = bad_name || (call.name_done && !find_tool(tools, call.name));
+    out.cut = final && !bad_name;
     return out;
   }
   if (st == Step::Ok) out.calls_end = c.pos();
