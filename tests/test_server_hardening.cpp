@@ -101,7 +101,15 @@ TEST(ServerHardening, HeavyRequestsLeaveHealthFast) {
   const double worst = *std::max_element(lat.begin(), lat.end());
   std::printf("  /health: %zu polls during the load, worst %.1f ms\n", lat.size(), worst);
   EXPECT_EQ(poller.bad_status, 0);
-  EXPECT_LT(worst, 100.0) << "/health was held up while heavy requests ran";
+  // "Held up" would be the length of a heavy request (0.2-20 s); under ThreadSanitizer, with
+  // every thread 5-15x slower and the other shards on the same cores, scheduling alone reached
+  // 100.1 ms once, so the bound there is 1 s (that stage looks for races, not latency).
+#if defined(__SANITIZE_THREAD__)
+  constexpr double kBoundMs = 1000.0;
+#else
+  constexpr double kBoundMs = 100.0;
+#endif
+  EXPECT_LT(worst, kBoundMs) << "/health was held up while heavy requests ran";
 }
 
 TEST(ServerHardening, LogitBiasIsBoundedAndEachTokenCountsOnce) {
