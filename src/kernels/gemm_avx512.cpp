@@ -8,8 +8,9 @@
 // per accumulator into MR × NR float accumulators that live for the whole row. Weights are
 // read once per tile from the scratch, activations once per panel pair.
 //
-// One or two tokens (decode) skip the scratch: fused_tile unpacks the quants in registers
-// straight from the packed stream, prefetched 4 KiB ahead into L1 and 32 KiB ahead into L2.
+// Up to eight tokens (decode, small batches) skip the scratch: fused_tile unpacks the quants in
+// registers straight from the packed stream, prefetched 4 KiB ahead into L1 and 32 KiB ahead
+// into L2.
 // Activations are quantized here too (pack_acts_avx512), to the scalar pack_acts' bytes.
 //
 // Compiled with the AVX-512 flags; only reached when the CPU has AVX-512 F/BW/VL/DQ + VNNI.
@@ -305,7 +306,27 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   }
 }
 
-constexpr int kFusedMaxTokens = 2;  // up to this many tokens take fused_tile
+// Up to this many tokens take fused_tile: one or two tokens two panels at a time (MR = 2), three
+// to eight one panel at a time (MR = 1: NR int32 + NR float accumulators and S quant registers
+// stay within the 32 vector registers). A small batch of decodes then reads each weight byte once
+// from memory, unpacked in registers, instead of once into the scratch and once from it. On the
+// LLaMA-2-7B shape (Q4_K_M, 2 threads) four sequences went from 1.86x one sequence's tokens/s
+// (docs/BENCHMARKS.md).
+constexpr int kFusedMaxTokens = 8;
+
+// fused_tile for one panel and 3..8 tokens (the count chosen at run time).
+template <PackedBits B, int S, bool MIN>
+void fused_panel(const PackedWeight& w, int64_t p, const ActLayout& a, const uint8_t* x, int64_t n_tokens,
+                 float* y, int64_t ldy, int rows) {
+  switch (n_tokens) {
+    case 3: return fused_tile<B, 1, 3, S, MIN>(w, p, a, x, y, ldy, rows);
+    case 4: return fused_tile<B, 1, 4, S, MIN>(w, p, a, x, y, ldy, rows);
+    case 5: return fused_tile<B, 1, 5, S, MIN>(w, p, a, x, y, ldy, rows);
+    case 6: return fused_tile<B, 1, 6, S, MIN>(w, p, a, x, y, ldy, rows);
+    case 7: return fused_tile<B, 1, 7, S, MIN>(w, p, a, x, y, ldy, rows);
+    default: return fused_tile<B, 1, 8, S, MIN>(w, p, a, x, y, ldy, rows);
+  }
+}
 
 template <PackedBits B, int S, bool MIN>
 void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, int64_t n_tokens,
@@ -318,7 +339,14 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     const int64_t last = p + mr - 1;
     const int rows_last = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - last * kPanelRows));
     float* yp = y + p * kPanelRows;
-    if (n_tokens <= kFusedMaxTokens) {
+    if (n_tokens > 2 && n_tokens <= kFusedMaxTokens) {
+      for (int m = 0; m < mr; ++m) {
+        const int rows = m == mr - 1 ? rows_last : kPanelRows;
+        fused_panel<B, S, MIN>(w, p + m, a, x_packed, n_tokens, yp + m * kPanelRows, ldy, rows);
+      }
+      continue;
+    }
+    if (n_tokens <= 2) {
       if (mr == 2 && n_tokens == 2) fused_tile<B, 2, 2, S, MIN>(w, p, a, x_packed, yp, ldy, rows_last);
       else if (mr == 2) fused_tile<B, 2, 1, S, MIN>(w, p, a, x_packed, yp, ldy, rows_last);
       else if (n_tokens == 2) fused_tile<B, 1, 2, S, MIN>(w, p, a, x_packed, yp, ldy, rows_last);
