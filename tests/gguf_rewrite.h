@@ -49,13 +49,27 @@ inline std::vector<uint8_t> rewrite(const gguf::File& f, const Rewrite& r) {
   return w.bytes();
 }
 
+// True when `name` ends with `suffix`.
+inline bool name_ends_with(const std::string& name, const std::string& suffix) {
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Metadata key `key` rewritten as a UINT32 holding `value`.
+inline Rewrite set_u32(const std::string& key, uint32_t value) {
+  return {[key, value](const gguf::MetadataEntry& e, gguf::Writer& w) {
+            if (e.key != key) return false;
+            w.add_uint(key, gguf::ValueType::UINT32, value);
+            return true;
+          },
+          nullptr};
+}
+
 // F32 tensors whose names end in one of `suffixes`, edited by fn(values, shape) and written back.
 inline Rewrite edit_f32(std::vector<std::string> suffixes,
                         std::function<void(std::vector<float>&, const std::vector<int64_t>&)> fn) {
   return {nullptr, [suffixes, fn](const gguf::TensorInfo& t, gguf::Writer& w) {
             bool hit = false;
-            for (const std::string& s : suffixes)
-              hit = hit || (t.name.size() >= s.size() && t.name.compare(t.name.size() - s.size(), s.size(), s) == 0);
+            for (const std::string& s : suffixes) hit = hit || name_ends_with(t.name, s);
             if (!hit || t.type != TensorType::F32) return false;
             std::vector<float> v(static_cast<size_t>(t.n_bytes / 4));
             std::memcpy(v.data(), t.data, v.size() * 4);

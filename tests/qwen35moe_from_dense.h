@@ -43,10 +43,6 @@ struct Qwen35MoeFromDense {
 
 namespace qwen35moe_detail {
 
-inline bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
 
 inline std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
   std::vector<uint8_t> b(v.size() * sizeof(float));
@@ -106,8 +102,8 @@ inline std::vector<uint8_t> qwen35moe_from_qwen35(const gguf::File& dense, const
     return true;
   };
   r.tensor = [&](const gguf::TensorInfo& t, gguf::Writer& w) {
-    const bool gate = ends_with(t.name, ".ffn_gate.weight"), up = ends_with(t.name, ".ffn_up.weight"),
-               down = ends_with(t.name, ".ffn_down.weight");
+    const bool gate = name_ends_with(t.name, ".ffn_gate.weight"), up = name_ends_with(t.name, ".ffn_up.weight"),
+               down = name_ends_with(t.name, ".ffn_down.weight");
     if (!gate && !up && !down) return false;
     const std::string blk = t.name.substr(0, t.name.rfind(".ffn_") + 1);  // "blk.N."
     const char* part = gate ? "gate" : up ? "up" : "down";

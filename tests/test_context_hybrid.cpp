@@ -224,15 +224,6 @@ HyRewrite hy_drop(const std::string& name) {
   return {nullptr, [name](const gguf::TensorInfo& t, Writer&) { return t.name == name; }};
 }
 
-HyRewrite hy_set_u32(const std::string& key, uint32_t value) {
-  return {[key, value](const gguf::MetadataEntry& e, Writer& w) {
-            if (e.key != key) return false;
-            w.add_uint(key, gguf::ValueType::UINT32, value);
-            return true;
-          },
-          nullptr};
-}
-
 HyRewrite hy_set_i32_array(const std::string& key, const std::vector<int32_t>& values) {
   return {[key, values](const gguf::MetadataEntry& e, Writer& w) {
             if (e.key != key) return false;
@@ -256,17 +247,17 @@ TEST(HybridStrictLoading, MalformedVariantsNameTheProblem) {
   cases.push_back({"tiny-qwen35-f32", hy_drop("blk.0.ssm_conv1d.weight"), {"missing tensor", "blk.0.ssm_conv1d.weight"}});
   cases.push_back({"tiny-lfm2-f32", hy_drop("blk.3.shortconv.conv.weight"), {"missing tensor", "blk.3.shortconv.conv.weight"}});
   // A conv kernel or state size that does not match the tensors.
-  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.ssm.conv_kernel", 5), {"blk.0.ssm_conv1d.weight", "expected [5, 256]"}});
-  cases.push_back({"tiny-lfm2-f32", hy_set_u32("lfm2.shortconv.l_cache", 4), {"blk.0.shortconv.conv.weight", "expected [4, 256]"}});
-  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.ssm.state_size", 16), {"ssm.inner_size 128", "state_size 16"}});
-  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.ssm.time_step_rank", 3), {"time_step_rank 3", "group_count 2"}});
+  cases.push_back({"tiny-qwen35-f32", test::set_u32("qwen35.ssm.conv_kernel", 5), {"blk.0.ssm_conv1d.weight", "expected [5, 256]"}});
+  cases.push_back({"tiny-lfm2-f32", test::set_u32("lfm2.shortconv.l_cache", 4), {"blk.0.shortconv.conv.weight", "expected [4, 256]"}});
+  cases.push_back({"tiny-qwen35-f32", test::set_u32("qwen35.ssm.state_size", 16), {"ssm.inner_size 128", "state_size 16"}});
+  cases.push_back({"tiny-qwen35-f32", test::set_u32("qwen35.ssm.time_step_rank", 3), {"time_step_rank 3", "group_count 2"}});
   // A layer pattern naming more layers than the file has, or none.
   cases.push_back({"tiny-lfm2-f32", hy_set_i32_array("lfm2.attention.head_count_kv", {0, 0, 2, 0, 2, 0}),
                    {"head_count_kv names 6 layers", "block_count is 5"}});
   cases.push_back({"tiny-lfm2-f32", hy_set_i32_array("lfm2.attention.head_count_kv", {0, 2, 4, 0, 2}), {"mixes 2 and 4"}});
-  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.full_attention_interval", 0), {"full_attention_interval must be > 0"}});
+  cases.push_back({"tiny-qwen35-f32", test::set_u32("qwen35.full_attention_interval", 0), {"full_attention_interval must be > 0"}});
   // Layers the pattern makes recurrent but whose tensors are attention ones.
-  cases.push_back({"tiny-qwen35-f32", hy_set_u32("qwen35.full_attention_interval", 2), {"missing tensor", "blk.1."}});
+  cases.push_back({"tiny-qwen35-f32", test::set_u32("qwen35.full_attention_interval", 2), {"missing tensor", "blk.1."}});
   // Required keys, and an MTP layer count we do not run.
   cases.push_back({"tiny-qwen35-f32", {[](const gguf::MetadataEntry& e, Writer&) { return e.key == "qwen35.rope.dimension_sections"; }, nullptr},
                    {"rope.dimension_sections"}});

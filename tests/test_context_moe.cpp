@@ -151,17 +151,6 @@ std::shared_ptr<const gguf::File> moe_from_bytes(std::vector<uint8_t> bytes) {
 }
 
 
-
-
-MoeRewrite moe_set_u32(const std::string& key, uint32_t value) {
-  return {[key, value](const gguf::MetadataEntry& e, Writer& w) {
-            if (e.key != key) return false;
-            w.add_uint(key, gguf::ValueType::UINT32, value);
-            return true;
-          },
-          nullptr};
-}
-
 MoeRewrite moe_set_f32(const std::string& key, float value) {
   return {[key, value](const gguf::MetadataEntry& e, Writer& w) {
             if (e.key != key) return false;
@@ -193,10 +182,10 @@ std::vector<MoeMutation> moe_mutations() {
                test::edit_f32({"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}, test::reverse_outer)});
   m.push_back({"gptoss_experts_permuted", "tiny-gptoss-f32",
                test::edit_f32({"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_exps.bias",
-                         "ffn_up_exps.bias", "ffn_down_exps.bias"},
-                        test::reverse_outer)});
-  m.push_back({"qwen3moe_expert_used_count_1", "tiny-qwen3moe-f32", moe_set_u32("qwen3moe.expert_used_count", 1)});
-  m.push_back({"qwen3moe_expert_used_count_3", "tiny-qwen3moe-f32", moe_set_u32("qwen3moe.expert_used_count", 3)});
+                               "ffn_up_exps.bias", "ffn_down_exps.bias"},
+                              test::reverse_outer)});
+  m.push_back({"qwen3moe_expert_used_count_1", "tiny-qwen3moe-f32", test::set_u32("qwen3moe.expert_used_count", 1)});
+  m.push_back({"qwen3moe_expert_used_count_3", "tiny-qwen3moe-f32", test::set_u32("qwen3moe.expert_used_count", 3)});
   m.push_back({"gptoss_expert_biases_zeroed", "tiny-gptoss-f32",
                test::edit_f32({"ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"}, zero)});
   // Attention: sinks at −inf (no sink), YaRN factor 1 (plain RoPE), the window widened.
@@ -206,8 +195,8 @@ std::vector<MoeMutation> moe_mutations() {
                })});
   m.push_back({"gptoss_yarn_factor_1", "tiny-gptoss-f32", moe_set_f32("gpt-oss.rope.scaling.factor", 1.0f)});
   m.push_back({"gptoss_yarn_original_context_64", "tiny-gptoss-f32",
-               moe_set_u32("gpt-oss.rope.scaling.original_context_length", 64)});
-  m.push_back({"gptoss_window_widened", "tiny-gptoss-f32", moe_set_u32("gpt-oss.attention.sliding_window", 4096)});
+               test::set_u32("gpt-oss.rope.scaling.original_context_length", 64)});
+  m.push_back({"gptoss_window_widened", "tiny-gptoss-f32", test::set_u32("gpt-oss.attention.sliding_window", 4096)});
   m.push_back({"gptoss_attention_biases_zeroed", "tiny-gptoss-f32",
                test::edit_f32({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"}, zero)});
   return m;
@@ -252,8 +241,8 @@ TEST(MoeRouting, RelabellingTheExpertsKeepsEveryBit) {
   ASSERT_TRUE(original);
   std::shared_ptr<const gguf::File> relabelled = moe_from_bytes(test::rewrite(
       *original, test::edit_f32({"ffn_gate_inp.weight", "ffn_gate_inp.bias", "ffn_gate_exps.weight", "ffn_up_exps.weight",
-                           "ffn_down_exps.weight", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"},
-                          test::reverse_outer)));
+                                 "ffn_down_exps.weight", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"},
+                                test::reverse_outer)));
   ASSERT_TRUE(relabelled);
   std::unique_ptr<Context> a = moe_context(original, 256, 512), b = moe_context(relabelled, 256, 512);
   ASSERT_TRUE(a && b);
@@ -303,21 +292,21 @@ TEST(MoeStrictLoading, MalformedVariantsNameTheProblem) {
   };
   std::vector<Case> cases;
   // Expert counts that disagree with the tensors, or with each other.
-  cases.push_back({"tiny-qwen3moe-f32", moe_set_u32("qwen3moe.expert_count", 4),
+  cases.push_back({"tiny-qwen3moe-f32", test::set_u32("qwen3moe.expert_count", 4),
                    {"blk.0.ffn_gate_exps.weight", "holds 8 experts but expert_count is 4"}});
-  cases.push_back({"tiny-gptoss-mxfp4_moe", moe_set_u32("gpt-oss.expert_count", 8),
+  cases.push_back({"tiny-gptoss-mxfp4_moe", test::set_u32("gpt-oss.expert_count", 8),
                    {"blk.0.ffn_gate_exps.weight", "holds 4 experts but expert_count is 8"}});
-  cases.push_back({"tiny-qwen3moe-f32", moe_set_u32("qwen3moe.expert_used_count", 0),
+  cases.push_back({"tiny-qwen3moe-f32", test::set_u32("qwen3moe.expert_used_count", 0),
                    {"qwen3moe.expert_used_count 0", "[1, expert_count 8]"}});
-  cases.push_back({"tiny-qwen3moe-q8_0", moe_set_u32("qwen3moe.expert_used_count", 9),
+  cases.push_back({"tiny-qwen3moe-q8_0", test::set_u32("qwen3moe.expert_used_count", 9),
                    {"qwen3moe.expert_used_count 9", "[1, expert_count 8]"}});
-  cases.push_back({"tiny-gptoss-f32", moe_set_u32("gpt-oss.expert_used_count", 5),
+  cases.push_back({"tiny-gptoss-f32", test::set_u32("gpt-oss.expert_used_count", 5),
                    {"gpt-oss.expert_used_count 5", "[1, expert_count 4]"}});
-  cases.push_back({"tiny-qwen3moe-f32", moe_set_u32("qwen3moe.expert_count", 0), {"qwen3moe.expert_count 0"}});
+  cases.push_back({"tiny-qwen3moe-f32", test::set_u32("qwen3moe.expert_count", 0), {"qwen3moe.expert_count 0"}});
   // The expert width is expert_feed_forward_length, never feed_forward_length.
   cases.push_back({"tiny-qwen3moe-f32", moe_drop_key("qwen3moe.expert_feed_forward_length"),
                    {"missing metadata key 'qwen3moe.expert_feed_forward_length'"}});
-  cases.push_back({"tiny-qwen3moe-f32", moe_set_u32("qwen3moe.expert_feed_forward_length", 64),
+  cases.push_back({"tiny-qwen3moe-f32", test::set_u32("qwen3moe.expert_feed_forward_length", 64),
                    {"blk.0.ffn_gate_exps.weight", "expected [256, 64, 8]"}});
   cases.push_back({"tiny-gptoss-f32", moe_drop_key("gpt-oss.expert_count"), {"missing metadata key 'gpt-oss.expert_count'"}});
   // gpt-oss's tensors and keys.

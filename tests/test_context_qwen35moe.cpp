@@ -183,20 +183,6 @@ std::vector<uint8_t> q35_distinct_bytes() {
   return d ? test::qwen35moe_from_qwen35(*d, q35_distinct()) : std::vector<uint8_t>{};
 }
 
-bool q35_ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-
-
-test::Rewrite q35_set_u32(const std::string& key, uint32_t value) {
-  return {[key, value](const gguf::MetadataEntry& e, Writer& w) {
-            if (e.key != key) return false;
-            w.add_uint(key, gguf::ValueType::UINT32, value);
-            return true;
-          },
-          nullptr};
-}
 
 struct Q35Mutation {
   const char* name;
@@ -213,8 +199,8 @@ std::vector<Q35Mutation> q35_mutations() {
   m.push_back({"router_negated", test::edit_f32({"ffn_gate_inp.weight"}, [](std::vector<float>& v, const std::vector<int64_t>&) {
                  for (float& x : v) x = -x;
                })});
-  m.push_back({"expert_used_count_1", q35_set_u32("qwen35moe.expert_used_count", 1)});
-  m.push_back({"expert_used_count_3", q35_set_u32("qwen35moe.expert_used_count", 3)});
+  m.push_back({"expert_used_count_1", test::set_u32("qwen35moe.expert_used_count", 1)});
+  m.push_back({"expert_used_count_3", test::set_u32("qwen35moe.expert_used_count", 3)});
   return m;
 }
 
@@ -290,7 +276,7 @@ TEST(Qwen35MoeRouting, DistinctExpertsDifferFromDenseAndRelabellingKeepsEveryBit
   std::shared_ptr<const gguf::File> relabelled = q35_from_bytes(test::rewrite(
       *original,
       test::edit_f32({"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"},
-               test::reverse_outer)));
+                     test::reverse_outer)));
   std::unique_ptr<Context> a = q35_context(original, 256, 512), b = q35_context(relabelled, 256, 512);
   std::unique_ptr<Context> dense = q35_context(q35_dense("tiny-qwen35-f32"), 256, 512);
   ASSERT_TRUE(a && b && dense);
@@ -308,8 +294,8 @@ TEST(Qwen35MoeRouting, DistinctExpertsDifferFromDenseAndRelabellingKeepsEveryBit
 // rows), as converters write it with --fuse-gate-up-exps; `n_rows` overrides its second dimension.
 test::Rewrite q35_fuse_gate_up(const gguf::File& f, int64_t n_rows = 0) {
   return {nullptr, [&f, n_rows](const gguf::TensorInfo& t, Writer& w) {
-            if (q35_ends_with(t.name, ".ffn_up_exps.weight")) return true;
-            if (!q35_ends_with(t.name, ".ffn_gate_exps.weight")) return false;
+            if (test::name_ends_with(t.name, ".ffn_up_exps.weight")) return true;
+            if (!test::name_ends_with(t.name, ".ffn_gate_exps.weight")) return false;
             const std::string blk = t.name.substr(0, t.name.size() - std::string("ffn_gate_exps.weight").size());
             const gguf::TensorInfo* up = f.find_tensor(blk + "ffn_up_exps.weight");
             const int64_t X = t.ne[2];
@@ -399,14 +385,14 @@ TEST(Qwen35MoeStrictLoading, MalformedVariantsNameTheProblem) {
   cases.push_back({q35_replace_tensor("blk.0.ffn_gate_inp_shexp.weight", TensorType::Q8_0, {256}),
                    {"blk.0.ffn_gate_inp_shexp.weight", "quantized gate is not supported"}});
   // Its width: a key that disagrees with the tensors; no key at all.
-  cases.push_back({q35_set_u32("qwen35moe.expert_shared_feed_forward_length", 64),
+  cases.push_back({test::set_u32("qwen35moe.expert_shared_feed_forward_length", 64),
                    {"blk.0.ffn_gate_shexp.weight", "expected [256, 64]"}});
   cases.push_back({q35_drop_key("qwen35moe.expert_shared_feed_forward_length"),
                    {"missing metadata key 'qwen35moe.expert_shared_feed_forward_length'"}});
   // Routed experts: counts.
-  cases.push_back({q35_set_u32("qwen35moe.expert_used_count", 0), {"qwen35moe.expert_used_count 0", "[1, expert_count 4]"}});
-  cases.push_back({q35_set_u32("qwen35moe.expert_used_count", 5), {"qwen35moe.expert_used_count 5", "[1, expert_count 4]"}});
-  cases.push_back({q35_set_u32("qwen35moe.expert_count", 8),
+  cases.push_back({test::set_u32("qwen35moe.expert_used_count", 0), {"qwen35moe.expert_used_count 0", "[1, expert_count 4]"}});
+  cases.push_back({test::set_u32("qwen35moe.expert_used_count", 5), {"qwen35moe.expert_used_count 5", "[1, expert_count 4]"}});
+  cases.push_back({test::set_u32("qwen35moe.expert_count", 8),
                    {"blk.0.ffn_gate_exps.weight", "holds 4 experts but expert_count is 8"}});
   cases.push_back({q35_drop_key("qwen35moe.expert_feed_forward_length"),
                    {"missing metadata key 'qwen35moe.expert_feed_forward_length'"}});
@@ -461,7 +447,7 @@ TEST(Qwen35MoeStrictLoading, SharedGateMayBeAOneRowMatrix) {
   ASSERT_TRUE(original);
   std::shared_ptr<const gguf::File> two_d = q35_from_bytes(test::rewrite(
       *original, {nullptr, [](const gguf::TensorInfo& t, Writer& w) {
-                    if (!q35_ends_with(t.name, "ffn_gate_inp_shexp.weight")) return false;
+                    if (!test::name_ends_with(t.name, "ffn_gate_inp_shexp.weight")) return false;
                     w.add_tensor(t.name, t.type, {t.ne[0], 1}, test::tensor_bytes(t));
                     return true;
                   }}));
