@@ -50,6 +50,13 @@ inline Weights random_weights(TensorType t, int64_t n_in, int64_t n_out, uint32_
     auto* h = reinterpret_cast<uint16_t*>(w.data.data());
     for (int64_t i = 0; i < n; ++i)
       h[i] = t == TensorType::F16 ? fp32_to_fp16(ud(rng)) : fp32_to_bf16(ud(rng));
+  } else if (t == TensorType::MXFP4) {
+    // E8M0 exponents of real weights (scales 2^-10 .. 2^-3), one all-zero block with e = 255.
+    for (int64_t b = 0; b < n / 32; ++b) w.data[b * 17] = static_cast<uint8_t>(118 + rng() % 8);
+    if (n >= 64) {
+      std::memset(w.data.data() + 17, 0, 17);
+      w.data[17] = 255;
+    }
   } else {
     const TensorTypeTraits* tr = tensor_type_traits(static_cast<uint32_t>(t));
     for (int64_t b = 0; b < n / tr->block_size; ++b)

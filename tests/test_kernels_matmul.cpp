@@ -24,7 +24,7 @@ const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF1
                              TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
                              TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K,
                              TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
-                             TensorType::Q6_K};
+                             TensorType::Q6_K, TensorType::MXFP4};
 
 bool is_k_quant(TensorType t) {
   return t == TensorType::Q2_K || t == TensorType::Q3_K || t == TensorType::Q4_K ||

@@ -1,15 +1,18 @@
 // MXFP4 (GGUF type 39; OCP Microscaling Formats v1.0) against its definition: hand-built blocks
 // with every code and edge exponents (e = 0 and 1: denormal float scales; 127, 128; 253..255:
-// overflow), the nibble order (halves, not interleaved), the exact Q8_0 rewrite the matmul path
-// runs (quant.h mxfp4_to_q8_0) and where it declines.
+// overflow), the nibble order (halves, not interleaved), and the exact packed copy the matmul
+// kernels read (packed_weight.h) and where it declines. Every kernel level against the
+// definition: test_kernels_matmul.cpp and test_kernels_gemm.cpp (MXFP4 is in their type lists).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/tensor_type.h"
+#include "kernels/packed_weight.h"
 #include "kernels/quant.h"
 
 namespace ubatch::kernels {
@@ -78,23 +81,31 @@ TEST(KernelsMxfp4, DequantizeMatchesTheDefinition) {
   EXPECT_EQ(out[5], -std::ldexp(1.0f, 126));
 }
 
-TEST(KernelsMxfp4, Q8_0RewriteIsExactOrDeclines) {
+// The packed layout keeps MXFP4 as u = code + 12 with the block scale as f16: exact for every
+// scale an f16 holds (2^-24 .. 2^15, and 0 for an all-zero block whatever its e), refused for
+// the others (the model keeps those weights as F32).
+TEST(KernelsMxfp4, PacksExactlyOrDeclines) {
   uint8_t codes[32];
   for (int j = 0; j < 32; ++j) codes[j] = static_cast<uint8_t>((j * 5 + 1) % 16);
   for (int e = 0; e < 256; ++e) {
-    // Two blocks: the second all-zero codes (any e) always converts.
+    // Two blocks: the second all-zero codes (any e) always fits.
     std::vector<uint8_t> src = mx_block(static_cast<uint8_t>(e), codes);
     const uint8_t zeros[32] = {0, 8, 0, 8};
     const std::vector<uint8_t> z = mx_block(static_cast<uint8_t>(255 - e), zeros);
     src.insert(src.end(), z.begin(), z.end());
-    std::vector<uint8_t> q8(tensor_row_bytes(TensorType::Q8_0, 64));
-    const bool ok = mxfp4_to_q8_0(src.data(), q8.data(), 64);
-    const bool expect_ok = e - 128 >= -24 && e - 128 <= 18;
-    EXPECT_EQ(ok, expect_ok) << "e " << e;
-    if (!ok) continue;
+    EXPECT_EQ(mxfp4_block_scale(z.data()), 0.0f);
+    EXPECT_EQ(mxfp4_block_scale(src.data()), std::ldexp(1.0f, e - 128));
+    const bool expect_ok = e - 128 >= -24 && e - 128 <= 15;
+    EXPECT_EQ(mxfp4_scales_fit_f16(src.data(), 64), expect_ok) << "e " << e;
+    auto pw = pack_weight(TensorType::MXFP4, src.data(), 64, 1);
+    EXPECT_EQ(pw.is_ok(), expect_ok) << "e " << e;
+    if (!pw.is_ok()) {
+      EXPECT_NE(pw.message().find("MXFP4 block scale"), std::string::npos) << pw.message();
+      continue;
+    }
     float a[64], b[64];
     dequantize_row(TensorType::MXFP4, src.data(), a, 64);
-    dequantize_row(TensorType::Q8_0, q8.data(), b, 64);
+    packed_dequantize_row(**pw, 0, b);
     EXPECT_EQ(std::memcmp(a, b, sizeof(a)), 0) << "e " << e;
   }
 }

@@ -38,6 +38,7 @@ bool quant_info(TensorType t, bool q8_unsigned, QuantInfo& info) {
     case TensorType::Q4_K: info = {32, 256, 0, true}; return true;
     case TensorType::Q5_K: info = {32, 256, 0, true}; return true;
     case TensorType::Q6_K: info = {16, 256, 32, false}; return true;
+    case TensorType::MXFP4: info = {32, 32, 12, false}; return true;
     default: return false;
   }
 }
@@ -399,8 +400,7 @@ void matmul_at_level(SimdLevel level, const WeightView& w, const float* x, int64
 
 }  // namespace detail
 
-// MXFP4 is converted at load (quant.h mxfp4_to_q8_0), never multiplied as stored.
-bool can_matmul(TensorType t) { return can_dequantize(t) && t != TensorType::MXFP4; }
+bool can_matmul(TensorType t) { return can_dequantize(t); }
 
 bool amx_matmul_usable(std::string* why) {
 #if defined(UBATCH_X86_KERNELS)

@@ -40,8 +40,8 @@ struct WeightView {
   const PackedWeight* packed = nullptr;
 };
 
-// True when matmul supports weights of type t (every type dequantize_row supports but MXFP4,
-// which the model converts to Q8_0 at load: quant.h mxfp4_to_q8_0).
+// True when matmul supports weights of type t (every type dequantize_row supports; MXFP4 only
+// with scales an f16 holds: quant.h mxfp4_scales_fit_f16, checked when the weight is packed).
 bool can_matmul(TensorType t);
 
 // The highest SIMD level matmul may run at on this machine: simd_level(), lowered to AVX2 when

@@ -29,6 +29,7 @@ bool packed_format(TensorType t, PackedFormat& f) {
     case TensorType::Q4_K: f.bits = PackedBits::B4; f.seg = 32; f.has_min = true; f.k_quant = true; break;
     case TensorType::Q5_K: f.bits = PackedBits::B5; f.seg = 32; f.has_min = true; f.k_quant = true; break;
     case TensorType::Q6_K: f.bits = PackedBits::B6; f.seg = 16; f.offset = 32; f.k_quant = true; break;
+    case TensorType::MXFP4: f.bits = PackedBits::B5; f.seg = 32; f.offset = 12; break;  // u = code + 12 <= 24
     default: return false;
   }
   f.steps = f.seg / 4;
@@ -69,6 +70,7 @@ void row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_
         break;
       }
       case TensorType::Q8_0: d16[i] = reinterpret_cast<const BlockQ8_0*>(row)[i].d; break;
+      case TensorType::MXFP4: d16[i] = fp32_to_fp16(mxfp4_block_scale(row + 17 * i)); break;  // exact
       case TensorType::Q2_K: {
         const auto& b = reinterpret_cast<const BlockQ2_K*>(row)[i];
         d16[i] = b.d;
@@ -193,6 +195,8 @@ Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* s
     return Status::error("pack_weight: n_in " + std::to_string(n_in) + " is not a multiple of " +
                          std::to_string(f.block_elems));
   if (n_out < 1) return Status::error("pack_weight: n_out must be >= 1");
+  if (type == TensorType::MXFP4 && !mxfp4_scales_fit_f16(src, n_in * n_out))
+    return Status::error("pack_weight: an MXFP4 block scale is outside the f16 range [2^-24, 2^15] of the packed layout");
 
   auto w = std::make_unique<PackedWeight>();
   w->fmt = f;

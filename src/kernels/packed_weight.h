@@ -31,6 +31,8 @@
 //
 //   Block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): block = one 32-element segment, the header
 //   holds the block's own d (and m); dw = d, mw = m.
+//   MXFP4: like the block types, u = E2M1 code · 2 + 12 (0..24, stored as B5), d = 2^(e − 128)
+//   as f16 (0 for an all-zero block): weights whose scales an f16 cannot hold are not packed.
 //   K-quants (Q2_K .. Q6_K): block = the 256-element super-block; header d (and dmin);
 //   dw = d · sc, mw = −(dmin · mn). Both products are exact in f32 (≤ 19 significant bits).
 //
@@ -41,7 +43,8 @@
 //
 // Sizes per 16 rows (bytes per block record, vs the GGUF blocks): Q8_0 544 (=), Q4_0 288 (=),
 // Q4_1 320 (=), Q5_0 352 (=), Q5_1 384 (=), Q6_K 3360 (=), Q4_K 2368 (+2.8%), Q5_K 2880
-// (+2.3%), Q2_K 1600 (+19%), Q3_K 2336 (+33%: stored as B4).
+// (+2.3%), Q2_K 1600 (+19%), Q3_K 2336 (+33%: stored as B4), MXFP4 352 (+29%: stored as B5
+// with f16 scales; 0.65× the Q8_0 it was rewritten to before).
 #pragma once
 
 #include <cstddef>

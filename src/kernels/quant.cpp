@@ -291,30 +291,18 @@ bool can_dequantize(TensorType t) {
   }
 }
 
-bool mxfp4_to_q8_0(const void* src, void* dst, int64_t n) {
+float mxfp4_block_scale(const uint8_t* block) {
+  uint8_t any = 0;
+  for (int j = 0; j < 16; ++j) any |= block[1 + j] & 0x77;  // codes 0 and 8 are the zeros
+  return any ? std::ldexp(1.0f, int{block[0]} - 128) : 0.0f;
+}
+
+bool mxfp4_scales_fit_f16(const void* src, int64_t n) {
   UBATCH_CHECK(n >= 0 && n % 32 == 0);
   const auto* b = static_cast<const uint8_t*>(src);
-  auto* q = static_cast<detail::BlockQ8_0*>(dst);
-  for (int64_t i = 0; i < n / 32; ++i, b += 17, ++q) {
-    int8_t k[32];
-    bool any = false;
-    for (int j = 0; j < 16; ++j) {
-      k[j] = static_cast<int8_t>(mxfp4_code(b[1 + j] & 0x0F));
-      k[j + 16] = static_cast<int8_t>(mxfp4_code(b[1 + j] >> 4));
-      any = any || k[j] != 0 || k[j + 16] != 0;
-    }
-    if (!any) {  // every value is 0 whatever the scale
-      q->d = 0;
-      std::memset(q->qs, 0, sizeof(q->qs));
-      continue;
-    }
-    // Values k · 2^(e − 128) = (k · 2^s) · 2^(e − 128 − s): the smallest s in [0, 3] whose
-    // power of two is an f16 (2^−24 … 2^15); |k · 2^s| <= 96 fits int8.
-    const int exp2 = int{b[0]} - 128;
-    const int s = exp2 > 15 ? exp2 - 15 : 0;
-    if (exp2 < -24 || s > 3) return false;
-    q->d = fp32_to_fp16(std::ldexp(1.0f, exp2 - s));
-    for (int j = 0; j < 32; ++j) q->qs[j] = static_cast<int8_t>(k[j] * (1 << s));
+  for (int64_t i = 0; i < n / 32; ++i, b += 17) {
+    const float d = mxfp4_block_scale(b);
+    if (d != 0.0f && (d < std::ldexp(1.0f, -24) || d > std::ldexp(1.0f, 15))) return false;
   }
   return true;
 }

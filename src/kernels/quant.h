@@ -28,12 +28,14 @@ inline int mxfp4_code(unsigned nibble) {
   return k[nibble & 15];
 }
 
-// Rewrites n MXFP4 weights (n % 32 == 0) as Q8_0 blocks holding exactly the same values:
-// q = code · 2^s, d = 2^(e − 128 − s) as f16, s in [0, 3] the smallest that makes d an f16;
-// blocks whose codes are all zero get d = 0. The matmul kernels then run MXFP4 weights through
-// the Q8_0 path, bit-identical on every SIMD level. Returns false (dst partly written) when a
-// block with a non-zero code has e − 128 outside [−24, 18], which no Q8_0 block holds exactly.
-bool mxfp4_to_q8_0(const void* src, void* dst, int64_t n);
+// The scale of one MXFP4 block (17 bytes at `block`) as the kernels use it: 2^(e − 128), or 0
+// when every code of the block is zero (its values are 0 whatever e says). Exact in f32.
+float mxfp4_block_scale(const uint8_t* block);
+
+// True when every block of n MXFP4 weights (n % 32 == 0) has a scale (mxfp4_block_scale) that
+// an f16 holds exactly: 0 or 2^k with k in [−24, 15]. The packed layout (packed_weight.h)
+// stores scales as f16, so only such weights are packed; the model keeps others as F32.
+bool mxfp4_scales_fit_f16(const void* src, int64_t n);
 
 // dst[0..n) = values of the n elements stored at src (type t). n % block_size(t) == 0.
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);

@@ -80,7 +80,7 @@ Status Binder::experts(const std::string& name, int64_t n_in, int64_t n_out, int
   if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert || t->ne[3] != 1)
     return Status::error(fmt::format("model: tensor '{}' has shape [{}, {}, {}, {}], expected [{}, {}, {}]", name,
                                      t->ne[0], t->ne[1], t->ne[2], t->ne[3], n_in, n_out, n_expert));
-  if (!kernels::can_matmul(t->type) && t->type != TensorType::MXFP4)
+  if (!kernels::can_matmul(t->type))
     return Status::error(fmt::format("model: tensor '{}' has unsupported type {}", name, tensor_type_name(t->type)));
   const size_t row_bytes = tensor_row_bytes(t->type, n_in);
   const size_t expert_bytes = row_bytes * static_cast<size_t>(n_out);

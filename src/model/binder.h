@@ -34,8 +34,8 @@ class Binder {
 
   // The experts of a mixture-of-experts layer: a 3-D tensor ne = {n_in, n_out, n_expert},
   // expert e the e-th contiguous [n_out, n_in] matrix, bound as n_expert weight views (out[e])
-  // so that each is packed and multiplied on its own. Types: those of matrix(), and MXFP4
-  // (converted at packing: kernels/quant.h mxfp4_to_q8_0). Errors name the tensor; a third
+  // so that each is packed and multiplied on its own. Types: those of matrix() (MXFP4
+  // among them). Errors name the tensor; a third
   // dimension other than n_expert says that it disagrees with `<arch>.expert_count`.
   Status experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert,
                  std::vector<kernels::WeightView>& out);

@@ -210,39 +210,25 @@ const float* Model::rope_factors(int32_t n_ctx_seq) const {
   return n > hp_.n_ctx_orig ? rope_factors_long_ : rope_factors_short_;
 }
 
-// MXFP4 experts: the same values as Q8_0 blocks (exact: kernels/quant.h mxfp4_to_q8_0), packed
-// like any Q8_0 weight, so every kernel level runs them bit-identically. A weight with a block
-// scale no Q8_0 block holds exactly is kept as F32 values instead (exact too, 7.5× the bytes);
-// one whose values overflow F32 (E8M0 exponents >= 253) is refused.
-Status Model::pack_mxfp4(kernels::WeightView& v, size_t& streamed) {
+// MXFP4 weights whose block scales an f16 holds (all real ones: quant.h mxfp4_scales_fit_f16)
+// are packed like any other type and multiplied as MXFP4 by every kernel level. Any other is
+// kept as F32 values (exact, 7.5× the bytes); one whose values overflow F32 (E8M0 exponents
+// >= 253) is refused.
+Status Model::convert_mxfp4(kernels::WeightView& v, size_t& streamed) {
   const size_t file_bytes = v.row_bytes * static_cast<size_t>(v.n_out);
   const void* src = v.data;
   const int64_t n = v.n_in * v.n_out;
-  std::vector<uint8_t> q8(tensor_row_bytes(TensorType::Q8_0, v.n_in) * static_cast<size_t>(v.n_out));
-  if (kernels::mxfp4_to_q8_0(v.data, q8.data(), n)) {
-    Result<std::unique_ptr<kernels::PackedWeight>> pw = kernels::pack_weight(TensorType::Q8_0, q8.data(), v.n_in, v.n_out, huge_pages());
-    if (!pw) return pw.status();
-    // The view now describes the packed Q8_0 copy, which matmul reads alone (data keeps
-    // pointing at the file's MXFP4 bytes, released below, and is not read again).
-    v.type = TensorType::Q8_0;
-    v.row_bytes = tensor_row_bytes(TensorType::Q8_0, v.n_in);
-    v.packed = pw->get();
-    packed_bytes_ += (*pw)->bytes();
-    streamed = streamed - file_bytes + (*pw)->bytes();
-    packed_.push_back(std::move(pw.value()));
-  } else {
-    std::vector<float>& f = converted_.emplace_back(static_cast<size_t>(n));
-    kernels::dequantize_row(TensorType::MXFP4, v.data, f.data(), n);
-    for (float x : f)
-      if (!std::isfinite(x))
-        return Status::error("model: an MXFP4 weight block has an E8M0 exponent whose values overflow float32 "
-                             "(e >= 253); refused");
-    v.type = TensorType::F32;
-    v.data = f.data();
-    v.row_bytes = tensor_row_bytes(TensorType::F32, v.n_in);
-    packed_bytes_ += f.size() * sizeof(float);
-    streamed = streamed - file_bytes + f.size() * sizeof(float);
-  }
+  std::vector<float>& f = converted_.emplace_back(static_cast<size_t>(n));
+  kernels::dequantize_row(TensorType::MXFP4, v.data, f.data(), n);
+  for (float x : f)
+    if (!std::isfinite(x))
+      return Status::error("model: an MXFP4 weight block has an E8M0 exponent whose values overflow float32 "
+                           "(e >= 253); refused");
+  v.type = TensorType::F32;
+  v.data = f.data();
+  v.row_bytes = tensor_row_bytes(TensorType::F32, v.n_in);
+  packed_bytes_ += f.size() * sizeof(float);
+  streamed = streamed - file_bytes + f.size() * sizeof(float);
   file_->release_pages(src, file_bytes);  // the converted copy replaces them
   return Status::ok();
 }
@@ -252,7 +238,8 @@ Status Model::pack_weights() {
   size_t streamed = weight_bytes_;
   if (!tied) streamed -= tok_embd_.row_bytes * static_cast<size_t>(tok_embd_.n_out);
   auto pack = [&](kernels::WeightView& v) -> Status {
-    if (v.type == TensorType::MXFP4) return pack_mxfp4(v, streamed);
+    if (v.type == TensorType::MXFP4 && !kernels::mxfp4_scales_fit_f16(v.data, v.n_in * v.n_out))
+      return convert_mxfp4(v, streamed);
     kernels::PackedFormat fmt;
     if (!kernels::packed_format(v.type, fmt) || v.n_in % fmt.block_elems != 0) return Status::ok();
     Result<std::unique_ptr<kernels::PackedWeight>> pw =

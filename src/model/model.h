@@ -94,7 +94,7 @@ class Model {
   static Result<std::unique_ptr<Model>> load_impl(std::shared_ptr<const gguf::File> file, bool pack);
   Status bind_weights();
   Status pack_weights();
-  Status pack_mxfp4(kernels::WeightView& v, size_t& streamed);
+  Status convert_mxfp4(kernels::WeightView& v, size_t& streamed);
   void describe_features();
 
   std::shared_ptr<const gguf::File> file_;
@@ -110,7 +110,7 @@ class Model {
   size_t weight_bytes_ = 0;
   size_t packed_bytes_ = 0;
   size_t streamed_bytes_ = 0;
-  std::vector<std::vector<float>> converted_;  // MXFP4 weights kept as F32 values (pack_mxfp4)
+  std::vector<std::vector<float>> converted_;  // MXFP4 weights kept as F32 values (convert_mxfp4)
   std::vector<std::unique_ptr<kernels::PackedWeight>> packed_;  // owners of the views' packed
 
   // Scratch reused across calls, sized for the largest ubatch seen.

@@ -156,11 +156,10 @@ int run_info(const std::string& path, size_t max_items, bool show_tensors) {
   uint64_t matrix_file = 0, matrix_packed = 0;
   const bool untied = f.find_tensor("output.weight") != nullptr;
   for (const gguf::TensorInfo& t : f.tensors()) {
-    // 3-D expert tensors are packed expert by expert; MXFP4 experts as Q8_0 (model.cpp pack_mxfp4).
+    // 3-D expert tensors are packed expert by expert.
     if (t.n_dims < 2 || t.n_dims > 3 || (untied && t.name == "token_embd.weight")) continue;
-    const TensorType pt = t.type == TensorType::MXFP4 ? TensorType::Q8_0 : t.type;
     const int64_t n_mats = t.n_dims == 3 ? t.ne[2] : 1;
-    const size_t pb = kernels::packed_weight_bytes(pt, t.ne[0], t.ne[1]) * static_cast<size_t>(n_mats);
+    const size_t pb = kernels::packed_weight_bytes(t.type, t.ne[0], t.ne[1]) * static_cast<size_t>(n_mats);
     if (pb == 0) continue;
     matrix_file += t.n_bytes;
     matrix_packed += pb;
