@@ -44,7 +44,7 @@ ModelCost model_cost(const Model& model) {
   for (const gguf::TensorInfo& t : f.tensors()) {
     c.n_params += static_cast<uint64_t>(t.n_elements());
     if (t.n_dims == 3 && std::string_view(t.name).find("_exps.weight") != std::string_view::npos) {
-      // MXFP4 experts are read packed (packed_weight.h: 352 bytes per 16 × 32 values).
+      // MXFP4 experts are read packed (packed_weight.h: 288 bytes per 16 × 32 values).
       c.expert_bytes += t.type == TensorType::MXFP4
                             ? kernels::packed_weight_bytes(t.type, t.ne[0], t.ne[1]) * static_cast<size_t>(t.ne[2])
                             : t.n_bytes;

@@ -49,6 +49,10 @@ inline void unpack_quants_half(const uint8_t* q, uint8_t* out, int h) {
       u[j] = _mm256_and_si256(v, m4);
       u[j + H] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
     }
+    if constexpr (B == PackedBits::B4T) {
+      const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4U)));
+      for (int k = 0; k < S; ++k) u[k] = _mm256_shuffle_epi8(lut, u[k]);
+    }
     if constexpr (B == PackedBits::B5 || B == PackedBits::B6) {
       const __m256i hi = load256(q + 64 * H + o);
       constexpr int width = B == PackedBits::B5 ? 1 : 2;
@@ -108,6 +112,7 @@ UnpackFn unpacker(const PackedFormat& f) {
     case PackedBits::B8: return f.steps == 8 ? &unpack_blocks_t<PackedBits::B8, 8> : &unpack_blocks_t<PackedBits::B8, 4>;
     case PackedBits::B4: return f.steps == 8 ? &unpack_blocks_t<PackedBits::B4, 8> : &unpack_blocks_t<PackedBits::B4, 4>;
     case PackedBits::B5: return &unpack_blocks_t<PackedBits::B5, 8>;
+    case PackedBits::B4T: return &unpack_blocks_t<PackedBits::B4T, 8>;
     case PackedBits::B6: return &unpack_blocks_t<PackedBits::B6, 4>;
     case PackedBits::B2: return &unpack_blocks_t<PackedBits::B2, 4>;
   }
@@ -310,6 +315,7 @@ void gemm_panels_avx2(const PackedWeight& w, const ActLayout& a, const uint8_t* 
     case PackedBits::B2: return run(gemm_t<4, 4, true, false>);   // Q2_K
     case PackedBits::B5:  // Q5_0, Q5_1, Q5_K
       return f.has_min ? run(gemm_t<8, 4, true, false>) : run(gemm_t<8, 4, false, false>);
+    case PackedBits::B4T: return run(gemm_t<8, 4, false, false>);  // MXFP4: u <= 24, as 5-bit
     case PackedBits::B4:  // Q4_0, Q4_1, Q4_K (S = 8); Q3_K (S = 4, u <= 7)
       if (f.steps == 4) return f.has_min ? run(gemm_t<4, 4, true, false>) : run(gemm_t<4, 4, false, false>);
       return f.has_min ? run(gemm_t<8, 8, true, false>) : run(gemm_t<8, 8, false, false>);

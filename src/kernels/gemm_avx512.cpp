@@ -51,7 +51,10 @@ inline void load_quants(const uint8_t* q, __m512i* u) {
       u[j] = _mm512_and_si512(v, m4);
       u[j + H] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
-    if constexpr (B == PackedBits::B5) {
+    if constexpr (B == PackedBits::B4T) {
+      const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4U)));
+      for (int k = 0; k < S; ++k) u[k] = _mm512_shuffle_epi8(lut, u[k]);
+    } else if constexpr (B == PackedBits::B5) {
       const __m512i hi = load512(q + 64 * H);
       for (int k = 0; k < S; ++k) {
         const __mmask64 m = _mm512_test_epi8_mask(hi, _mm512_set1_epi8(static_cast<char>(1 << k)));
@@ -132,6 +135,7 @@ UnpackFn unpacker(const PackedFormat& f) {
     case PackedBits::B8: return f.steps == 8 ? &unpack_panel_t<PackedBits::B8, 8> : &unpack_panel_t<PackedBits::B8, 4>;
     case PackedBits::B4: return f.steps == 8 ? &unpack_panel_t<PackedBits::B4, 8> : &unpack_panel_t<PackedBits::B4, 4>;
     case PackedBits::B5: return &unpack_panel_t<PackedBits::B5, 8>;
+    case PackedBits::B4T: return &unpack_panel_t<PackedBits::B4T, 8>;
     case PackedBits::B6: return &unpack_panel_t<PackedBits::B6, 4>;
     case PackedBits::B2: return &unpack_panel_t<PackedBits::B2, 4>;
   }
@@ -435,6 +439,7 @@ void gemm_panels_avx512(const PackedWeight& w, const ActLayout& a, const uint8_t
     case PackedBits::B5:  // Q5_0, Q5_1, Q5_K
       return f.has_min ? run(gemm_t<PackedBits::B5, 8, true>) : run(gemm_t<PackedBits::B5, 8, false>);
     case PackedBits::B6: return run(gemm_t<PackedBits::B6, 4, false>);  // Q6_K
+    case PackedBits::B4T: return run(gemm_t<PackedBits::B4T, 8, false>);  // MXFP4
     case PackedBits::B2: return run(gemm_t<PackedBits::B2, 4, true>);   // Q2_K
     case PackedBits::B4:  // Q4_0, Q4_1, Q4_K (S = 8); Q3_K (S = 4)
       if (f.steps == 4) return run(gemm_t<PackedBits::B4, 4, false>);

@@ -59,6 +59,10 @@ UBATCH_NEON_INLINE void unpack_quants_neon(const uint8_t* q, uint8_t* out) {
         u[j] = vandq_u8(v, m4);
         u[j + H] = vshrq_n_u8(v, 4);
       }
+      if constexpr (B == PackedBits::B4T) {
+        const uint8x16_t lut = vld1q_u8(kMxfp4U);
+        for (int k = 0; k < S; ++k) u[k] = vqtbl1q_u8(lut, u[k]);
+      }
       if constexpr (B == PackedBits::B5 || B == PackedBits::B6) {
         const uint8x16_t hi = vld1q_u8(q + 64 * H + 16 * c);
         constexpr int width = B == PackedBits::B5 ? 1 : 2;
@@ -143,6 +147,7 @@ NeonUnpackFn neon_unpacker(const PackedFormat& f) {
     case PackedBits::B8: return f.steps == 8 ? &unpack_panel_neon_t<PackedBits::B8, 8> : &unpack_panel_neon_t<PackedBits::B8, 4>;
     case PackedBits::B4: return f.steps == 8 ? &unpack_panel_neon_t<PackedBits::B4, 8> : &unpack_panel_neon_t<PackedBits::B4, 4>;
     case PackedBits::B5: return &unpack_panel_neon_t<PackedBits::B5, 8>;
+    case PackedBits::B4T: return &unpack_panel_neon_t<PackedBits::B4T, 8>;
     case PackedBits::B6: return &unpack_panel_neon_t<PackedBits::B6, 4>;
     case PackedBits::B2: return &unpack_panel_neon_t<PackedBits::B2, 4>;
   }

@@ -29,14 +29,15 @@ bool packed_format(TensorType t, PackedFormat& f) {
     case TensorType::Q4_K: f.bits = PackedBits::B4; f.seg = 32; f.has_min = true; f.k_quant = true; break;
     case TensorType::Q5_K: f.bits = PackedBits::B5; f.seg = 32; f.has_min = true; f.k_quant = true; break;
     case TensorType::Q6_K: f.bits = PackedBits::B6; f.seg = 16; f.offset = 32; f.k_quant = true; break;
-    case TensorType::MXFP4: f.bits = PackedBits::B5; f.seg = 32; f.offset = 12; break;  // u = code + 12 <= 24
+    case TensorType::MXFP4: f.bits = PackedBits::B4T; f.seg = 32; f.offset = 12; break;  // u = code + 12 <= 24
     default: return false;
   }
   f.steps = f.seg / 4;
   f.block_elems = f.k_quant ? kQK_K : kQK;
   switch (f.bits) {
     case PackedBits::B8: f.seg_quant_bytes = 64 * f.steps; break;
-    case PackedBits::B4: f.seg_quant_bytes = 32 * f.steps; break;
+    case PackedBits::B4:
+    case PackedBits::B4T: f.seg_quant_bytes = 32 * f.steps; break;
     case PackedBits::B5:
     case PackedBits::B6: f.seg_quant_bytes = 32 * f.steps + 64; break;
     case PackedBits::B2: f.seg_quant_bytes = 64; break;
@@ -125,6 +126,15 @@ void encode_quants(const PackedFormat& f, const uint8_t* U, uint8_t* q) {
         q[i] = v;
       }
       return;
+    case PackedBits::B4T: {  // u -> the nibble kMxfp4U maps to it (+0 for u = 12)
+      uint8_t nib[25] = {};
+      for (int n = 15; n >= 0; --n) nib[kMxfp4U[n]] = static_cast<uint8_t>(n);
+      const int half = S / 2;
+      for (int j = 0; j < half; ++j)
+        for (int i = 0; i < 64; ++i)
+          q[j * 64 + i] = static_cast<uint8_t>(nib[U[j * 64 + i]] | (nib[U[(j + half) * 64 + i]] << 4));
+      return;
+    }
     case PackedBits::B4:
     case PackedBits::B5:
     case PackedBits::B6: {
@@ -159,6 +169,7 @@ inline uint8_t quant_at(const PackedFormat& f, const uint8_t* q, int k, int i) {
   const uint8_t v = q[(k % half) * 64 + i];
   uint8_t u = static_cast<uint8_t>(k < half ? (v & 0x0F) : (v >> 4));
   if (f.bits == PackedBits::B4) return u;
+  if (f.bits == PackedBits::B4T) return kMxfp4U[u];
   const uint8_t hi = q[half * 64 + i];  // B5 / B6: the plane of high bits after the nibbles
   if (f.bits == PackedBits::B5) u = static_cast<uint8_t>(u | (((hi >> k) & 1) << 4));
   if (f.bits == PackedBits::B6) u = static_cast<uint8_t>(u | (((hi >> (2 * k)) & 3) << 4));

@@ -27,12 +27,15 @@
 //                 B5: B4 + hi[64]: bit k of hi[i] = bit 4 of step k's byte i (S = 8)
 //                 B6: B4 + hi[64]: bits 2k, 2k+1 of hi[i] = bits 4, 5 of step k's byte i (S = 4)
 //                 B2: [64]: bits 2k, 2k+1 of byte i = step k's byte i (S = 4)
+//                 B4T: as B4, but each nibble n is an index: u = kMxfp4U[n] (one byte
+//                      shuffle per 16/32/64 bytes on every level; MXFP4 only)
 //       sc[16] i8 (+ mn[16] u8 with a min)  — K-quants only: integer sub-block scale/min
 //
 //   Block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): block = one 32-element segment, the header
 //   holds the block's own d (and m); dw = d, mw = m.
-//   MXFP4: like the block types, u = E2M1 code · 2 + 12 (0..24, stored as B5), d = 2^(e − 128)
-//   as f16 (0 for an all-zero block): weights whose scales an f16 cannot hold are not packed.
+//   MXFP4: like the block types, u = mxfp4_code + 12 (0..24) stored as the file's nibble through
+//   B4T, d = 2^(e − 128) as f16 (0 for an all-zero block): weights whose scales an f16 cannot
+//   hold are not packed. The E2M1 code 8 (−0) is packed as 0 (+0): the same value.
 //   K-quants (Q2_K .. Q6_K): block = the 256-element super-block; header d (and dmin);
 //   dw = d · sc, mw = −(dmin · mn). Both products are exact in f32 (≤ 19 significant bits).
 //
@@ -43,8 +46,8 @@
 //
 // Sizes per 16 rows (bytes per block record, vs the GGUF blocks): Q8_0 544 (=), Q4_0 288 (=),
 // Q4_1 320 (=), Q5_0 352 (=), Q5_1 384 (=), Q6_K 3360 (=), Q4_K 2368 (+2.8%), Q5_K 2880
-// (+2.3%), Q2_K 1600 (+19%), Q3_K 2336 (+33%: stored as B4), MXFP4 352 (+29%: stored as B5
-// with f16 scales; 0.65× the Q8_0 it was rewritten to before).
+// (+2.3%), Q2_K 1600 (+19%), Q3_K 2336 (+33%: stored as B4), MXFP4 288 (+5.9%: f16 scales
+// for 8-bit exponents).
 #pragma once
 
 #include <cstddef>
@@ -60,7 +63,10 @@ namespace ubatch::kernels {
 constexpr int kPanelRows = 16;       // output rows per panel (one 512-bit vector of int32)
 constexpr int kPackedLayoutVersion = 1;
 
-enum class PackedBits : uint8_t { B2 = 2, B4 = 4, B5 = 5, B6 = 6, B8 = 8 };
+enum class PackedBits : uint8_t { B2 = 2, B4 = 4, B5 = 5, B6 = 6, B8 = 8, B4T = 14 };
+
+// B4T's table: nibble n (an MXFP4 code, quant.h mxfp4_code) -> u = mxfp4_code(n) + 12.
+inline constexpr uint8_t kMxfp4U[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
 // How one tensor type is packed (a pure function of the type).
 struct PackedFormat {
@@ -98,7 +104,7 @@ struct PackedWeight {
 
 // Repacks a GGUF weight: rows of row_bytes = tensor_row_bytes(type, n_in) at `src`.
 // Errors: type without a packed format, n_in not a multiple of the block, n_out < 1,
-// allocation failure. Packing is lossless (every bit of every block is kept).
+// allocation failure. Packing is lossless (every value of every block is kept; MXFP4's −0 code becomes +0).
 // huge_pages: put the packed bytes in transparent huge pages where the kernel allows
 // (common/large_buffer.h).
 Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* src, int64_t n_in,
