@@ -246,12 +246,12 @@ inline void unpack_row(TensorType t, const void* row, int64_t n_in, bool q8_unsi
       }
       return;
     }
-    case TensorType::MXFP4: {  // u = code + 12 (quant.h mxfp4_code), dw = mxfp4_block_scale
+    case TensorType::MXFP4: {  // u = kMxfp4U[nibble] (quant.h), dw = mxfp4_block_scale
       const auto* b = static_cast<const uint8_t*>(row);
       for (int64_t i = 0; i < n_in / kQK; ++i, b += 17, u += kQK) {
         for (int j = 0; j < 16; ++j) {
-          u[j] = static_cast<uint8_t>(mxfp4_code(b[1 + j] & 0x0F) + 12);
-          u[j + 16] = static_cast<uint8_t>(mxfp4_code(b[1 + j] >> 4) + 12);
+          u[j] = kMxfp4U[b[1 + j] & 0x0F];
+          u[j + 16] = kMxfp4U[b[1 + j] >> 4];
         }
         dw[i] = mxfp4_block_scale(b);
       }

@@ -2,6 +2,7 @@
 #include "kernels/packed_weight.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <cstring>
@@ -51,7 +52,8 @@ bool packed_format(TensorType t, PackedFormat& f) {
 namespace {
 
 // A row's raw scales: d16/m16 per block (m16: min or dmin), sc/mn per segment (K-quants).
-void row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_t* d16,
+// False when an MXFP4 block scale is not an f16 (quant.h mxfp4_scale_fits_f16).
+bool row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_t* d16,
                 uint16_t* m16, int8_t* sc, uint8_t* mn) {
   const int64_t nb = n_in / f.block_elems;
   for (int64_t i = 0; i < nb; ++i) {
@@ -71,7 +73,12 @@ void row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_
         break;
       }
       case TensorType::Q8_0: d16[i] = reinterpret_cast<const BlockQ8_0*>(row)[i].d; break;
-      case TensorType::MXFP4: d16[i] = fp32_to_fp16(mxfp4_block_scale(row + 17 * i)); break;  // exact
+      case TensorType::MXFP4: {
+        const float d = mxfp4_block_scale(row + 17 * i);
+        if (!mxfp4_scale_fits_f16(d)) return false;
+        d16[i] = fp32_to_fp16(d);  // exact
+        break;
+      }
       case TensorType::Q2_K: {
         const auto& b = reinterpret_cast<const BlockQ2_K*>(row)[i];
         d16[i] = b.d;
@@ -112,6 +119,7 @@ void row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_
       default: break;
     }
   }
+  return true;
 }
 
 // Encodes one segment's step-interleaved bytes U[S][64] at the format's bit width.
@@ -127,8 +135,11 @@ void encode_quants(const PackedFormat& f, const uint8_t* U, uint8_t* q) {
       }
       return;
     case PackedBits::B4T: {  // u -> the nibble kMxfp4U maps to it (+0 for u = 12)
-      uint8_t nib[25] = {};
-      for (int n = 15; n >= 0; --n) nib[kMxfp4U[n]] = static_cast<uint8_t>(n);
+      static constexpr auto nib = [] {
+        std::array<uint8_t, 25> t{};
+        for (int n = 15; n >= 0; --n) t[kMxfp4U[n]] = static_cast<uint8_t>(n);
+        return t;
+      }();
       const int half = S / 2;
       for (int j = 0; j < half; ++j)
         for (int i = 0; i < 64; ++i)
@@ -206,8 +217,6 @@ Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* s
     return Status::error("pack_weight: n_in " + std::to_string(n_in) + " is not a multiple of " +
                          std::to_string(f.block_elems));
   if (n_out < 1) return Status::error("pack_weight: n_out must be >= 1");
-  if (type == TensorType::MXFP4 && !mxfp4_scales_fit_f16(src, n_in * n_out))
-    return Status::error("pack_weight: an MXFP4 block scale is outside the f16 range [2^-24, 2^15] of the packed layout");
 
   auto w = std::make_unique<PackedWeight>();
   w->fmt = f;
@@ -242,8 +251,9 @@ Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* s
     for (int r = 0; r < rows; ++r) {
       const auto* row = static_cast<const uint8_t*>(src) + (p * kPanelRows + r) * row_bytes;
       detail::unpack_row(type, row, n_in, true, u.data() + r * n_in, dw_tmp.data(), mw_tmp.data());
-      row_scales(f, row, n_in, d16.data() + r * n_blocks, m16.data() + r * n_blocks,
-                 sc.data() + r * n_seg, mn.data() + r * n_seg);
+      if (!row_scales(f, row, n_in, d16.data() + r * n_blocks, m16.data() + r * n_blocks,
+                      sc.data() + r * n_seg, mn.data() + r * n_seg))
+        return Status::error("pack_weight: an MXFP4 block scale is outside the f16 range [2^-24, 2^15] of the packed layout");
     }
     uint8_t* out = const_cast<uint8_t*>(w->panel(p));
     for (int64_t b = 0; b < n_blocks; ++b) {

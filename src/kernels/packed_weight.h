@@ -57,16 +57,15 @@
 #include "common/large_buffer.h"
 #include "common/status.h"
 #include "common/tensor_type.h"
+#include "kernels/quant.h"
 
 namespace ubatch::kernels {
 
 constexpr int kPanelRows = 16;       // output rows per panel (one 512-bit vector of int32)
 constexpr int kPackedLayoutVersion = 1;
 
+// B4T's table is quant.h kMxfp4U (nibble -> mxfp4_code + 12).
 enum class PackedBits : uint8_t { B2 = 2, B4 = 4, B5 = 5, B6 = 6, B8 = 8, B4T = 14 };
-
-// B4T's table: nibble n (an MXFP4 code, quant.h mxfp4_code) -> u = mxfp4_code(n) + 12.
-inline constexpr uint8_t kMxfp4U[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
 // How one tensor type is packed (a pure function of the type).
 struct PackedFormat {

@@ -308,8 +308,7 @@ bool mxfp4_scales_fit_f16(const void* src, int64_t n) {
   UBATCH_CHECK(n >= 0 && n % 32 == 0);
   const auto* b = static_cast<const uint8_t*>(src);
   for (int64_t i = 0; i < n / 32; ++i, b += 17) {
-    const float d = mxfp4_block_scale(b);
-    if (d != 0.0f && (d < std::ldexp(1.0f, -24) || d > std::ldexp(1.0f, 15))) return false;
+    if (!mxfp4_scale_fits_f16(mxfp4_block_scale(b))) return false;
   }
   return true;
 }

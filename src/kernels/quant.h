@@ -28,6 +28,13 @@ inline int mxfp4_code(unsigned nibble) {
   return k[nibble & 15];
 }
 
+// mxfp4_code(n) + 12 for every nibble n: the unsigned bytes (0..24, offset 12) the matmul
+// kernels multiply (packed_weight.h B4T, matmul_unpack.h).
+inline constexpr uint8_t kMxfp4U[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
+// True when an MXFP4 block scale (mxfp4_block_scale) is exactly an f16: 0 or 2^k, k in [−24, 15].
+inline bool mxfp4_scale_fits_f16(float d) { return d == 0.0f || (d >= 0x1p-24f && d <= 0x1p15f); }
+
 // The scale of one MXFP4 block (17 bytes at `block`) as the kernels use it: 2^(e − 128), or 0
 // when every code of the block is zero (its values are 0 whatever e says). Exact in f32.
 float mxfp4_block_scale(const uint8_t* block);
