@@ -111,18 +111,26 @@ inline void unpack_quants(const uint8_t* q, uint8_t* out) {
 }
 
 // dw (and mw) of one segment record of a block record whose header gave d and m (f32; for the
-// K-quants m = −dmin, header_m).
-inline void seg_scales(const PackedFormat& f, const uint8_t* q, __m512 d, __m512 m, __m512& dw,
-                       __m512& mw) {
+// K-quants m = −dmin, header_m); sc: the record's sc[16] (then mn[16]), K-quants only.
+template <bool KQ, bool MIN>
+inline void seg_scales_t(const uint8_t* sc, __m512 d, __m512 m, __m512& dw, __m512& mw) {
   dw = d;
   mw = m;
-  if (!f.k_quant) return;
-  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes));
-  dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
-  if (f.has_min) {  // (−dmin) · mn = −(dmin · mn): exact, the same bits (signed zeros too)
-    const __m128i mn = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes + 16));
-    mw = _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+  if constexpr (KQ) {
+    dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)))));
+    if constexpr (MIN) {  // (−dmin) · mn = −(dmin · mn): exact, the same bits (signed zeros too)
+      const __m128i mn = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16));
+      mw = _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+    }
   }
+}
+// The same with the format known at run time (q: the segment record).
+inline void seg_scales(const PackedFormat& f, const uint8_t* q, __m512 d, __m512 m, __m512& dw,
+                       __m512& mw) {
+  const uint8_t* sc = q + f.seg_quant_bytes;
+  if (!f.k_quant) seg_scales_t<false, false>(sc, d, m, dw, mw);
+  else if (f.has_min) seg_scales_t<true, true>(sc, d, m, dw, mw);
+  else seg_scales_t<true, false>(sc, d, m, dw, mw);
 }
 
 inline __m512 header_d(const uint8_t* block) {
@@ -269,10 +277,7 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   const PackedFormat& f = w.fmt;
   // The record sizes as constants (packed_weight.cpp packed_format), so the segment loop keeps
   // its pointers in registers and has no branch on the format.
-  constexpr int64_t kQuantBytes = B == PackedBits::B8 ? 64 * S
-                                  : B == PackedBits::B2 ? 64
-                                  : (B == PackedBits::B5 || B == PackedBits::B6) ? 32 * S + 64
-                                                                                 : 32 * S;
+  constexpr int64_t kQuantBytes = seg_quant_bytes_of(B, S);
   constexpr int64_t kSegBytes = kQuantBytes + (KQ ? (MIN ? 32 : 16) : 0);
   constexpr int64_t kHeaderBytes = MIN ? 64 : 32;
   assert(f.seg_quant_bytes == kQuantBytes && f.seg_bytes == kSegBytes && f.header_bytes == kHeaderBytes);
@@ -362,15 +367,8 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
           }
       }
       for (int m = 0; m < MR; ++m) {
-        __m512 dw = d[m], mw = mn[m];  // seg_scales with the format known at compile time
-        if constexpr (KQ) {
-          const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[m] + kQuantBytes));
-          dw = _mm512_mul_ps(d[m], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
-          if constexpr (MIN) {
-            const __m128i mq = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[m] + kQuantBytes + 16));
-            mw = _mm512_mul_ps(mn[m], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mq)));
-          }
-        }
+        __m512 dw, mw;
+        seg_scales_t<KQ, MIN>(q[m] + kQuantBytes, d[m], mn[m], dw, mw);
         for (int t = 0; t < NR; ++t) {
           const __m512 scale = _mm512_mul_ps(dw, bcast_f32(xd + t * xs));
           acc[m][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][t]), scale, acc[m][t]);

@@ -35,14 +35,7 @@ bool packed_format(TensorType t, PackedFormat& f) {
   }
   f.steps = f.seg / 4;
   f.block_elems = f.k_quant ? kQK_K : kQK;
-  switch (f.bits) {
-    case PackedBits::B8: f.seg_quant_bytes = 64 * f.steps; break;
-    case PackedBits::B4:
-    case PackedBits::B4T: f.seg_quant_bytes = 32 * f.steps; break;
-    case PackedBits::B5:
-    case PackedBits::B6: f.seg_quant_bytes = 32 * f.steps + 64; break;
-    case PackedBits::B2: f.seg_quant_bytes = 64; break;
-  }
+  f.seg_quant_bytes = seg_quant_bytes_of(f.bits, f.steps);
   f.seg_bytes = f.seg_quant_bytes + (f.k_quant ? (f.has_min ? 32 : 16) : 0);
   f.header_bytes = f.has_min ? 64 : 32;
   f.block_bytes = f.header_bytes + (f.block_elems / f.seg) * f.seg_bytes;

@@ -67,6 +67,14 @@ constexpr int kPackedLayoutVersion = 1;
 // B4T's table is quant.h kMxfp4U (nibble -> mxfp4_code + 12).
 enum class PackedBits : uint8_t { B2 = 2, B4 = 4, B5 = 5, B6 = 6, B8 = 8, B4T = 14 };
 
+// Quant bytes of one segment record of S steps at bit width b (the layout above).
+constexpr int seg_quant_bytes_of(PackedBits b, int steps) {
+  return b == PackedBits::B8 ? 64 * steps
+         : b == PackedBits::B2 ? 64
+         : (b == PackedBits::B5 || b == PackedBits::B6) ? 32 * steps + 64
+                                                          : 32 * steps;
+}
+
 // How one tensor type is packed (a pure function of the type).
 struct PackedFormat {
   TensorType type = TensorType::F32;
