@@ -4,6 +4,7 @@
 // the causal convolution step against its definition, with its rolling state.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -16,13 +17,16 @@
 #if defined(UBATCH_X86_KERNELS)
 namespace ubatch::kernels::avx2 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
+void delta_rule_chunks(const DeltaRuleArgs& args);
 }
 namespace ubatch::kernels::avx512 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
+void delta_rule_chunks(const DeltaRuleArgs& args);
 }
 #elif defined(UBATCH_ARM_KERNELS)
 namespace ubatch::kernels::neon {
 void delta_rule_tokens(const DeltaRuleArgs& args);
+void delta_rule_chunks(const DeltaRuleArgs& args);
 }
 #endif
 
@@ -46,12 +50,95 @@ std::vector<std::pair<std::string, DeltaFn>> delta_levels() {
   return out;
 }
 
+std::vector<std::pair<std::string, DeltaFn>> chunk_levels() {
+  std::vector<std::pair<std::string, DeltaFn>> out;
+#if defined(UBATCH_X86_KERNELS)
+  if (cpu_features().avx2) out.emplace_back("avx2", &avx2::delta_rule_chunks);
+  if (cpu_features().avx512) out.emplace_back("avx512", &avx512::delta_rule_chunks);
+#elif defined(UBATCH_ARM_KERNELS)
+  if (cpu_features().neon) out.emplace_back("neon", &neon::delta_rule_chunks);
+#endif
+  out.emplace_back("dispatched", &delta_rule_chunks);
+  return out;
+}
+
 std::vector<float> rec_random(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
   return v;
 }
+
+// Inputs of one head: q, k, v in [−1, 1] (normalise: q and k L2-normalised per token and q scaled
+// by 1/√d_k, as the model makes them), decays and rates from the ranges given; token r is row
+// 2r + 1 of arrays of 2T rows.
+struct DeltaInputs {
+  int d_k = 0, d_v = 0, T = 0;
+  std::vector<float> q, k, v, decay, beta;
+  std::vector<int32_t> rows;
+  DeltaInputs(int dk, int dv, int n_tokens, std::mt19937& rng, float dec_lo, float dec_hi, float beta_lo, float beta_hi,
+              bool normalise = true)
+      : d_k(dk), d_v(dv), T(n_tokens) {
+    q = rec_random(size_t(2 * T) * d_k, rng);
+    k = rec_random(size_t(2 * T) * d_k, rng);
+    v = rec_random(size_t(2 * T) * d_v, rng);
+    decay = rec_random(size_t(2 * T), rng, dec_lo, dec_hi);
+    beta = rec_random(size_t(2 * T), rng, beta_lo, beta_hi);
+    for (int r = 0; r < 2 * T && normalise; ++r) {
+      l2_normalize(&q[size_t(r) * d_k], d_k, 1e-6f);
+      l2_normalize(&k[size_t(r) * d_k], d_k, 1e-6f);
+      for (int i = 0; i < d_k; ++i) q[size_t(r) * d_k + i] /= std::sqrt(float(d_k));
+    }
+    for (int r = 0; r < T; ++r) rows.push_back(2 * r + 1);
+  }
+  // Tokens [t0, t0 + n) of the sequence.
+  DeltaRuleArgs args(float* S, float* o, float* const* snaps, int t0, int n) const {
+    DeltaRuleArgs a;
+    a.S = S;
+    a.d_k = d_k;
+    a.d_v = d_v;
+    a.n_tokens = n;
+    a.rows = rows.data() + t0;
+    a.q = q.data();
+    a.k = k.data();
+    a.qk_stride = d_k;
+    a.v = v.data();
+    a.v_stride = d_v;
+    a.decay = decay.data();
+    a.beta = beta.data();
+    a.gate_stride = 1;
+    a.o = o;
+    a.o_stride = d_v;
+    a.snapshots = snaps ? snaps + t0 : nullptr;
+    return a;
+  }
+};
+
+// The definition in double over tokens [0, T) from S0: S ← decay S; u = β (v − Sᵀk);
+// S ← S + k uᵀ; o = Sᵀq. o: [2T, d_v] (the tokens' rows), S: the state after the last token,
+// snap: after token snap_at (if any).
+struct DeltaDefinition {
+  std::vector<double> o, S, snap;
+  DeltaDefinition(const DeltaInputs& in, const std::vector<float>& S0, int snap_at = -1)
+      : o(size_t(2 * in.T) * in.d_v, 0.0), S(S0.begin(), S0.end()) {
+    const int d_k = in.d_k, d_v = in.d_v;
+    for (int r = 0; r < in.T; ++r) {
+      const size_t row = size_t(in.rows[size_t(r)]);
+      std::vector<double> u(d_v);
+      for (double& s : S) s *= in.decay[row];
+      for (int j = 0; j < d_v; ++j) {
+        double sk = 0;
+        for (int i = 0; i < d_k; ++i) sk += S[size_t(i) * d_v + j] * in.k[row * d_k + i];
+        u[j] = in.beta[row] * (in.v[row * d_v + j] - sk);
+      }
+      for (int i = 0; i < d_k; ++i)
+        for (int j = 0; j < d_v; ++j) S[size_t(i) * d_v + j] += in.k[row * d_k + i] * u[j];
+      for (int j = 0; j < d_v; ++j)
+        for (int i = 0; i < d_k; ++i) o[row * d_v + j] += S[size_t(i) * d_v + j] * in.q[row * d_k + i];
+      if (r == snap_at) snap = S;
+    }
+  }
+};
 
 // Five tokens through the same state, for head sizes with and without a partial strip: the
 // definition in double; every level bit for bit against the reference, one call over the tokens
@@ -62,78 +149,129 @@ TEST(KernelsRecurrent, DeltaRuleMatchesItsDefinitionAndEveryLevelTheReference) {
   for (auto [d_k, d_v] : {std::pair{32, 32}, std::pair{128, 128}, std::pair{16, 72}, std::pair{64, 5}}) {
     SCOPED_TRACE(std::to_string(d_k) + "x" + std::to_string(d_v));
     const std::vector<float> S0 = rec_random(size_t(d_k) * d_v, rng, -0.5f, 0.5f);
-    // Rows 2T apart in arrays of 2T rows: token r is row 2r + 1.
-    const std::vector<float> q = rec_random(size_t(2 * T) * d_k, rng), k = rec_random(size_t(2 * T) * d_k, rng);
-    const std::vector<float> v = rec_random(size_t(2 * T) * d_v, rng);
-    std::vector<float> decay(2 * T), beta(2 * T);
-    std::vector<int32_t> rows(T);
+    DeltaInputs in(d_k, d_v, T, rng, 0.0f, 1.0f, 0.0f, 1.0f, false);
     for (int r = 0; r < T; ++r) {
-      rows[r] = 2 * r + 1;
-      decay[size_t(rows[r])] = 0.5f + 0.1f * r;
-      beta[size_t(rows[r])] = 0.3f + 0.1f * r;
+      in.decay[size_t(in.rows[size_t(r)])] = 0.5f + 0.1f * r;
+      in.beta[size_t(in.rows[size_t(r)])] = 0.3f + 0.1f * r;
     }
-    auto args = [&](float* S, float* o, float* const* snaps) {
-      DeltaRuleArgs a;
-      a.S = S;
-      a.d_k = d_k;
-      a.d_v = d_v;
-      a.n_tokens = T;
-      a.rows = rows.data();
-      a.q = q.data();
-      a.k = k.data();
-      a.qk_stride = d_k;
-      a.v = v.data();
-      a.v_stride = d_v;
-      a.decay = decay.data();
-      a.beta = beta.data();
-      a.gate_stride = 1;
-      a.o = o;
-      a.o_stride = d_v;
-      a.snapshots = snaps;
-      return a;
-    };
     // The reference over the tokens, with a snapshot after token 2.
     std::vector<float> Sr = S0, o_ref(size_t(2 * T) * d_v), snap(S0.size());
     std::vector<float*> snaps(T, nullptr);
     snaps[2] = snap.data();
-    ref::delta_rule_tokens(args(Sr.data(), o_ref.data(), snaps.data()));
-    // The definition, in double: S ← decay S; u = β (v − Sᵀk); S ← S + k uᵀ; o = Sᵀq.
-    std::vector<double> Sd(S0.begin(), S0.end());
-    for (int r = 0; r < T; ++r) {
-      const size_t row = size_t(rows[r]);
-      std::vector<double> u(d_v), od(d_v, 0.0);
-      for (double& s : Sd) s *= decay[row];
+    ref::delta_rule_tokens(in.args(Sr.data(), o_ref.data(), snaps.data(), 0, T));
+    const DeltaDefinition def(in, S0, 2);
+    for (int r = 0; r < T; ++r)
       for (int j = 0; j < d_v; ++j) {
-        double sk = 0;
-        for (int i = 0; i < d_k; ++i) sk += Sd[size_t(i) * d_v + j] * k[row * d_k + i];
-        u[j] = beta[row] * (v[row * d_v + j] - sk);
+        const size_t x = size_t(in.rows[size_t(r)]) * d_v + j;
+        EXPECT_NEAR(o_ref[x], def.o[x], 1e-4 * (1 + std::fabs(def.o[x]))) << "token " << r << " j " << j;
       }
-      for (int i = 0; i < d_k; ++i)
-        for (int j = 0; j < d_v; ++j) Sd[size_t(i) * d_v + j] += k[row * d_k + i] * u[j];
-      for (int j = 0; j < d_v; ++j)
-        for (int i = 0; i < d_k; ++i) od[j] += Sd[size_t(i) * d_v + j] * q[row * d_k + i];
-      for (int j = 0; j < d_v; ++j) EXPECT_NEAR(o_ref[row * d_v + j], od[j], 1e-4 * (1 + std::fabs(od[j]))) << "j " << j;
-      if (r == 2)
-        for (size_t i = 0; i < snap.size(); ++i) ASSERT_NEAR(snap[i], Sd[i], 1e-4 * (1 + std::fabs(Sd[i])));
-    }
-    for (size_t i = 0; i < Sr.size(); ++i) ASSERT_NEAR(Sr[i], Sd[i], 1e-4 * (1 + std::fabs(Sd[i]))) << "S " << i;
+    for (size_t i = 0; i < snap.size(); ++i) ASSERT_NEAR(snap[i], def.snap[i], 1e-4 * (1 + std::fabs(def.snap[i])));
+    for (size_t i = 0; i < Sr.size(); ++i) ASSERT_NEAR(Sr[i], def.S[i], 1e-4 * (1 + std::fabs(def.S[i]))) << "S " << i;
     for (const auto& [name, fn] : delta_levels()) {
       std::vector<float> S = S0, o(o_ref.size()), sn(S0.size());
       std::vector<float*> sp(T, nullptr);
       sp[2] = sn.data();
-      fn(args(S.data(), o.data(), sp.data()));
+      fn(in.args(S.data(), o.data(), sp.data(), 0, T));
       EXPECT_TRUE(o == o_ref) << name << ": output differs from the reference";
       EXPECT_TRUE(S == Sr) << name << ": state differs from the reference";
       EXPECT_TRUE(sn == snap) << name << ": snapshot differs from the reference";
       // Token by token: the same bits.
       std::vector<float> S1 = S0, o1(o_ref.size());
-      for (int r = 0; r < T; ++r) {
-        DeltaRuleArgs a = args(S1.data(), o1.data(), nullptr);
-        a.rows = &rows[size_t(r)];
-        a.n_tokens = 1;
-        fn(a);
-      }
+      for (int r = 0; r < T; ++r) fn(in.args(S1.data(), o1.data(), nullptr, r, 1));
       EXPECT_TRUE(o1 == o_ref && S1 == Sr) << name << ": one call per token differs from one call over the tokens";
+    }
+  }
+}
+
+// The chunk-wise form against the step-by-step one over 8 chunks from a random state, in the
+// regimes that stress it: decays near 0 (Γ underflows within a chunk) and near 1 (nothing
+// forgotten), rates near 0 and near 1 (the forward substitution's off-diagonal terms largest),
+// head sizes with a partial strip and a key size that is no multiple of the pass B rows. Both
+// are also measured against the definition in double: the chunk-wise error must be of the order
+// of the step-wise one. Measured worst |chunk − step| / (1 + |step|) over outputs and states:
+// 5.6e-7 (decays near 1 at head size 128, where nothing is forgotten and the state grows; 7e-9
+// to 3.5e-7 elsewhere). The tolerance, 5e-6, is ten times that; a decay factor off by one token makes the
+// difference 3e-3 or more in every regime.
+TEST(KernelsRecurrent, DeltaRuleChunksAgreeWithTheStepsWithinTolerance) {
+  std::mt19937 rng(11);
+  struct Regime {
+    const char* name;
+    float dec_lo, dec_hi, beta_lo, beta_hi;
+  };
+  const Regime regimes[] = {{"mixed", 0.05f, 1.0f, 0.0f, 1.0f},
+                            {"decay near 0", 0.0f, 0.02f, 0.0f, 1.0f},
+                            {"decay near 1", 0.995f, 1.0f, 0.0f, 1.0f},
+                            {"beta near 0", 0.5f, 1.0f, 0.0f, 0.02f},
+                            {"beta near 1", 0.9f, 1.0f, 0.98f, 1.0f}};
+  const int T = 8 * kDeltaChunk;
+  for (auto [d_k, d_v] : {std::pair{128, 128}, std::pair{16, 72}, std::pair{36, 5}}) {
+    for (const Regime& g : regimes) {
+      SCOPED_TRACE(std::to_string(d_k) + "x" + std::to_string(d_v) + " " + g.name);
+      const DeltaInputs in(d_k, d_v, T, rng, g.dec_lo, g.dec_hi, g.beta_lo, g.beta_hi);
+      const std::vector<float> S0 = rec_random(size_t(d_k) * d_v, rng, -0.5f, 0.5f);
+      std::vector<float> Ss = S0, Sc = S0, os(size_t(2 * T) * d_v), oc(os.size());
+      ref::delta_rule_tokens(in.args(Ss.data(), os.data(), nullptr, 0, T));
+      ref::delta_rule_chunks(in.args(Sc.data(), oc.data(), nullptr, 0, T));
+      const DeltaDefinition def(in, S0);
+      const std::vector<double>& od = def.o;
+      const std::vector<double>& Sd = def.S;
+      double worst_cs = 0, worst_c = 0, worst_s = 0;
+      auto rel = [](double a, double b) { return std::fabs(a - b) / (1 + std::fabs(b)); };
+      for (size_t i = 0; i < os.size(); ++i) {
+        worst_cs = std::max(worst_cs, rel(oc[i], os[i]));
+        worst_c = std::max(worst_c, rel(oc[i], od[i]));
+        worst_s = std::max(worst_s, rel(os[i], od[i]));
+      }
+      for (size_t i = 0; i < Ss.size(); ++i) {
+        worst_cs = std::max(worst_cs, rel(Sc[i], Ss[i]));
+        worst_c = std::max(worst_c, rel(Sc[i], Sd[i]));
+        worst_s = std::max(worst_s, rel(Ss[i], Sd[i]));
+      }
+      std::printf("%dx%d %-13s chunk-step %.2e  chunk-exact %.2e  step-exact %.2e\n", d_k, d_v, g.name, worst_cs,
+                  worst_c, worst_s);
+      EXPECT_LT(worst_cs, 5e-6);
+      EXPECT_LT(worst_c, 5e-6);
+      EXPECT_LT(worst_c, 10 * worst_s + 1e-6) << "the chunk-wise form is much less accurate than the steps";
+    }
+  }
+}
+
+// Every level computes the reference's bits, with rows picked out of a larger array and
+// snapshots at chunk ends; and a sequence's chunks give the same bits whether they come in one
+// call, one per call, or grouped unevenly.
+TEST(KernelsRecurrent, DeltaRuleChunksSameBitsAtEveryLevelAndGrouping) {
+  std::mt19937 rng(5);
+  const int n_chunks = 5, T = n_chunks * kDeltaChunk;
+  for (auto [d_k, d_v] : {std::pair{128, 128}, std::pair{16, 72}, std::pair{36, 5}}) {
+    SCOPED_TRACE(std::to_string(d_k) + "x" + std::to_string(d_v));
+    const DeltaInputs in(d_k, d_v, T, rng, 0.05f, 1.0f, 0.0f, 1.0f);
+    const std::vector<float> S0 = rec_random(size_t(d_k) * d_v, rng, -0.5f, 0.5f);
+    std::vector<float> Sr = S0, o_ref(size_t(2 * T) * d_v), snap(S0.size());
+    std::vector<float*> snaps(T, nullptr);
+    snaps[2 * kDeltaChunk - 1] = snap.data();
+    ref::delta_rule_chunks(in.args(Sr.data(), o_ref.data(), snaps.data(), 0, T));
+    {  // the snapshot is the state after the first two chunks
+      std::vector<float> S2 = S0, o2(o_ref.size());
+      ref::delta_rule_chunks(in.args(S2.data(), o2.data(), nullptr, 0, 2 * kDeltaChunk));
+      EXPECT_TRUE(S2 == snap) << "snapshot is not the state after its chunk";
+    }
+    for (const auto& [name, fn] : chunk_levels()) {
+      std::vector<float> S = S0, o(o_ref.size()), sn(S0.size());
+      std::vector<float*> sp(T, nullptr);
+      sp[2 * kDeltaChunk - 1] = sn.data();
+      fn(in.args(S.data(), o.data(), sp.data(), 0, T));
+      EXPECT_TRUE(o == o_ref) << name << ": output differs from the reference";
+      EXPECT_TRUE(S == Sr) << name << ": state differs from the reference";
+      EXPECT_TRUE(sn == snap) << name << ": snapshot differs from the reference";
+      for (const std::vector<int>& groups : {std::vector<int>{1, 1, 1, 1, 1}, std::vector<int>{2, 3}, std::vector<int>{4, 1}}) {
+        std::vector<float> S1 = S0, o1(o_ref.size());
+        int c0 = 0;
+        for (int g : groups) {
+          fn(in.args(S1.data(), o1.data(), nullptr, c0 * kDeltaChunk, g * kDeltaChunk));
+          c0 += g;
+        }
+        EXPECT_TRUE(o1 == o_ref && S1 == Sr) << name << ": chunks grouped into calls differently give other bits";
+      }
     }
   }
 }

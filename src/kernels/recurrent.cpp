@@ -45,31 +45,53 @@ void l2_normalize(float* x, int64_t n, float eps) {
 
 namespace avx2 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
+void delta_rule_chunks(const DeltaRuleArgs& args);
 }
 namespace avx512 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
+void delta_rule_chunks(const DeltaRuleArgs& args);
 }
 namespace neon {
 void delta_rule_tokens(const DeltaRuleArgs& args);
+void delta_rule_chunks(const DeltaRuleArgs& args);
 }
 
 namespace ref {
 void delta_rule_tokens(const DeltaRuleArgs& args) { simd16::delta_rule_tokens_row<scalar::Simd16>(args); }
+void delta_rule_chunks(const DeltaRuleArgs& args) { simd16::delta_rule_chunks_row<scalar::Simd16>(args); }
 }  // namespace ref
 
-void delta_rule_tokens(const DeltaRuleArgs& args) {
+namespace {
+// The delta rule's kernels at the running SIMD level (the scalar reference where the build or
+// the CPU has none).
+struct DeltaKernels {
+  void (*tokens)(const DeltaRuleArgs&);
+  void (*chunks)(const DeltaRuleArgs&);
+};
+DeltaKernels delta_kernels() {
   switch (simd_level()) {
 #if defined(UBATCH_X86_KERNELS)
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
-    case SimdLevel::Avx512: return avx512::delta_rule_tokens(args);
-    case SimdLevel::Avx2: return avx2::delta_rule_tokens(args);
+    case SimdLevel::Avx512: return {&avx512::delta_rule_tokens, &avx512::delta_rule_chunks};
+    case SimdLevel::Avx2: return {&avx2::delta_rule_tokens, &avx2::delta_rule_chunks};
 #elif defined(UBATCH_ARM_KERNELS)
     case SimdLevel::Dotprod:  // no dot products here: the NEON one
-    case SimdLevel::Neon: return neon::delta_rule_tokens(args);
+    case SimdLevel::Neon: return {&neon::delta_rule_tokens, &neon::delta_rule_chunks};
 #endif
     default: break;
   }
-  ref::delta_rule_tokens(args);
+  return {&ref::delta_rule_tokens, &ref::delta_rule_chunks};
+}
+}  // namespace
+
+void delta_rule_tokens(const DeltaRuleArgs& args) { delta_kernels().tokens(args); }
+
+void delta_rule_chunks(const DeltaRuleArgs& args) {
+  UBATCH_CHECK_MSG(args.n_tokens % kDeltaChunk == 0, "delta_rule_chunks: tokens not a whole number of chunks");
+  if (args.snapshots)
+    for (int r = 0; r < args.n_tokens; ++r)
+      UBATCH_CHECK_MSG(!args.snapshots[r] || r % kDeltaChunk == kDeltaChunk - 1, "delta_rule_chunks: a snapshot inside a chunk");
+  delta_kernels().chunks(args);
 }
 
 void delta_rule_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, float* o,

@@ -1,15 +1,17 @@
 // Kernels of recurrent sequence mixers: one token's step of a causal depthwise convolution with
-// its rolling input state, and one token's step of the gated delta rule. They know nothing of
-// models; model/block_deltanet.cpp and model/block_shortconv.cpp compose them.
+// its rolling input state, and the gated delta rule step by step or in chunks of 16 tokens. They
+// know nothing of models; model/block_deltanet.cpp and model/block_shortconv.cpp compose them.
 //
 // Sources: Gated Delta Networks (Yang, Kautz, Hatamizadeh, ICLR 2025) for the delta rule with a
 // scalar decay per head; the short causal convolution of Mamba (Gu & Dao 2023) and of LFM2's
 // gated short-convolution block (Liquid AI 2025).
 //
 // Results are identical at every SIMD level (conv1d_step and l2_normalize are plain scalar code;
-// delta_rule_step is written once over the 16-lane vocabulary, recurrent_inl.h, and dispatched
-// like the other float kernels) and for every batch composition (a sequence's state only ever
-// sees its own tokens, one at a time).
+// delta_rule_tokens and delta_rule_chunks are written once over the 16-lane vocabulary,
+// recurrent_inl.h, and dispatched like the other float kernels) and for every batch composition
+// (a sequence's state only ever sees its own tokens). Which tokens of a sequence go chunk-wise is
+// the caller's rule (model/block_deltanet.cpp): the two forms agree within float rounding, not
+// bit for bit, so that choice must depend on the sequence alone.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +60,21 @@ struct DeltaRuleArgs {
 };
 void delta_rule_tokens(const DeltaRuleArgs& args);
 
+// Tokens per chunk of delta_rule_chunks.
+constexpr int kDeltaChunk = 16;
+
+// The same recurrence over n_tokens, a multiple of kDeltaChunk, chunk by chunk in the chunked
+// form of the gated delta rule (Yang et al., "Parallelizing Linear Transformers with the Delta
+// Rule over Sequence Length", NeurIPS 2024, with the per-token decay of Gated DeltaNet): per
+// chunk, the products that read the state S [d_k, d_v] — Sᵀk and Sᵀq for every token of the
+// chunk, then the chunk's rank-16 update — run as [16, d_k] × [d_k, 16 columns] tiles, so S is
+// read and written once per chunk instead of once per token. Arguments as delta_rule_tokens;
+// snapshots may be set only at a chunk's last token (an always-on check), where S is the state
+// after the chunk. The outputs and the state agree with delta_rule_tokens over the same tokens
+// to float rounding (tests/test_kernels_recurrent.cpp measures it), and are the same bits at
+// every SIMD level and however a sequence's chunks are grouped into calls.
+void delta_rule_chunks(const DeltaRuleArgs& args);
+
 // One token (the same arithmetic as delta_rule_tokens with n_tokens 1): q, k [d_k]; v, o [d_v].
 void delta_rule_step(float* S, const float* q, const float* k, const float* v, float decay, float beta,
                      float* o, int d_k, int d_v);
@@ -68,8 +85,10 @@ float softplus(float x);
 float sigmoid(float x);
 
 namespace ref {
-// The scalar instantiation of delta_rule_tokens (the reference of the SIMD levels).
+// The scalar instantiations of delta_rule_tokens and delta_rule_chunks (the references of the
+// SIMD levels).
 void delta_rule_tokens(const DeltaRuleArgs& args);
+void delta_rule_chunks(const DeltaRuleArgs& args);
 }  // namespace ref
 
 }  // namespace ubatch::kernels

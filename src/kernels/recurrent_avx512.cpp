@@ -1,10 +1,12 @@
-// AVX-512 instantiation of the gated delta rule over a sequence's tokens (body in recurrent_inl.h, vocabulary in
-// simd16_avx512.h): the same arithmetic as the scalar reference in recurrent.cpp, bit for bit.
+// AVX-512 instantiation of the gated delta rule over a sequence's tokens, step by step and chunk-
+// wise (body in recurrent_inl.h, vocabulary in simd16_avx512.h): the same arithmetic as the scalar
+// reference in recurrent.cpp, bit for bit.
 #include "kernels/recurrent_inl.h"
 #include "kernels/simd16_avx512.h"
 
 namespace ubatch::kernels::avx512 {
 
 void delta_rule_tokens(const DeltaRuleArgs& args) { simd16::delta_rule_tokens_row<Simd16>(args); }
+void delta_rule_chunks(const DeltaRuleArgs& args) { simd16::delta_rule_chunks_row<Simd16>(args); }
 
 }  // namespace ubatch::kernels::avx512

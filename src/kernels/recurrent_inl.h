@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/recurrent.h"
 #include "kernels/simd16.h"
@@ -121,6 +123,183 @@ inline void delta_rule_tokens_row(const DeltaRuleArgs& a) {
     j0 += kLanes;
   }
   if (j0 < a.d_v) delta_rule_strips<V, 1, false>(a, j0);
+}
+
+
+// ---- Chunk-wise (kernels/recurrent.h's delta_rule_chunks) ----
+//
+// Tokens 0..C−1 of a chunk (C = kDeltaChunk = 16 = kLanes), decays a_t, rates β_t, state S₀
+// before the chunk. With Γ[t][s] = Π_{s<r≤t} a_r (Γ[t][t] = 1) and γ_t = Π_{r≤t} a_r, the
+// step recurrence unrolls to
+//   u_t = β_t (v_t − γ_t S₀ᵀk_t) − Σ_{s<t} A[t][s] u_s,   A[t][s] = β_t Γ[t][s] (k_t·k_s)
+//   o_t = γ_t S₀ᵀq_t + Σ_{s≤t} M[t][s] u_s,              M[t][s] = Γ[t][s] (q_t·k_s)
+//   S_C = γ_{C−1} S₀ + Σ_s Γ[C−1][s] k_s u_sᵀ
+// (u_t is the step kernel's u: the forward substitution is the UT transform of Yang et al. 2024
+// applied to the right-hand side). Γ is built by products only, never as a ratio of cumulative
+// decays, so decays near 0 underflow to 0 instead of dividing by it.
+//
+// Per chunk: scalar set-up that does not read S (Γ, γ, the C × C dot products as 16-lane rows
+// over s, A, M, Kᵀ and Qᵀ and the end-scaled Kᵀ as [d_k, C] tables); then per strip of 16 value
+// columns: pass A reads the strip of S once for every token (P_t = S₀ᵀk_t, R_t = S₀ᵀq_t); the
+// forward substitution and the outputs work on [C, 16] tiles; pass B writes the strip once.
+// Every lane's value is one fixed chain of operations (sums over i in increasing i with fma,
+// sums over s in increasing s), so the blocking below (tokens per pass A sweep, rows per pass B
+// block) changes no bit, and every level computes the same ones.
+struct DeltaChunkWork {
+  std::vector<float> kt, qt, kend;  // [d_k, C]: k_s[i], q_t[i], Γ[C−1][s] k_s[i] at i·C + s
+  float A[kLanes][kLanes];          // [t][s] for s < t, β_t on the diagonal, zero above
+  float M[kLanes][kLanes];          // [t][s], zero for s > t
+  float gam[kLanes];                // γ_t
+  float P[kLanes][kLanes];          // [t][16 columns] S₀ᵀk_t over the strip
+  float R[kLanes][kLanes];          // [t][16 columns] S₀ᵀq_t
+  float U[kLanes][kLanes];          // [t][16 columns] u_t
+};
+
+template <class V>
+inline void delta_chunk_setup(const DeltaRuleArgs& a, const int64_t* row, DeltaChunkWork& w) {
+  using F = typename V::F;
+  constexpr int C = kLanes;
+  const int d_k = a.d_k;
+  float dec[C], bet[C];
+  for (int t = 0; t < C; ++t) {
+    const float* k = a.k + row[t] * a.qk_stride;
+    const float* q = a.q + row[t] * a.qk_stride;
+    for (int i = 0; i < d_k; ++i) {
+      w.kt[static_cast<size_t>(i) * C + t] = k[i];
+      w.qt[static_cast<size_t>(i) * C + t] = q[i];
+    }
+    dec[t] = a.decay[row[t] * a.gate_stride];
+    bet[t] = a.beta[row[t] * a.gate_stride];
+  }
+  // G[t][s] = Γ[t][s] for s ≤ t: from the diagonal down, one product per step.
+  float G[C][C];
+  for (int t = 0; t < C; ++t) {
+    G[t][t] = 1.0f;
+    for (int s = t - 1; s >= 0; --s) G[t][s] = G[t][s + 1] * dec[s + 1];
+    w.gam[t] = G[t][0] * dec[0];
+  }
+  // The dot products as rows over s: KK[t] = Σ_i k_t[i] · Kᵀ[i], QK[t] likewise (one fma chain
+  // per lane in increasing i; TB tokens at a time for independent chains).
+  constexpr int TB = 4;
+  static_assert(C % TB == 0);
+  for (int t0 = 0; t0 < C; t0 += TB) {
+    F kk[TB], qk[TB];
+    for (int u = 0; u < TB; ++u) kk[u] = qk[u] = V::zero();
+    for (int i = 0; i < d_k; ++i) {
+      const float* kt = &w.kt[static_cast<size_t>(i) * C];
+      const float* qt = &w.qt[static_cast<size_t>(i) * C];
+      const F kti = V::load(kt);
+      for (int u = 0; u < TB; ++u) {
+        kk[u] = V::fma(V::set1(kt[t0 + u]), kti, kk[u]);
+        qk[u] = V::fma(V::set1(qt[t0 + u]), kti, qk[u]);
+      }
+    }
+    for (int u = 0; u < TB; ++u) {
+      V::store(w.A[t0 + u], kk[u]);
+      V::store(w.M[t0 + u], qk[u]);
+    }
+  }
+  for (int t = 0; t < C; ++t)
+    for (int s = 0; s < C; ++s) {
+      w.A[t][s] = s < t ? (bet[t] * G[t][s]) * w.A[t][s] : 0.0f;
+      w.M[t][s] = s <= t ? G[t][s] * w.M[t][s] : 0.0f;
+    }
+  for (int i = 0; i < d_k; ++i)
+    for (int s = 0; s < C; ++s) w.kend[static_cast<size_t>(i) * C + s] = G[C - 1][s] * w.kt[static_cast<size_t>(i) * C + s];
+  for (int t = 0; t < C; ++t) w.A[t][t] = bet[t];  // the diagonal carries β_t (I + A's is 1, never read)
+}
+
+// One strip of n ≤ 16 value columns from j0 through one chunk (rows row[0..C)).
+template <class V, bool Full>
+inline void delta_chunk_strip(const DeltaRuleArgs& a, const int64_t* row, DeltaChunkWork& w, int j0, float* snap) {
+  using F = typename V::F;
+  constexpr int C = kLanes;
+  // Tokens per pass A sweep: 2·TB accumulators (P and R) in registers.
+  constexpr int TB = V::kAccRegs >= 16 ? 8 : 2;
+  // Rows per pass B block.
+  constexpr int RB = V::kAccRegs >= 16 ? 8 : 4;
+  const int d_k = a.d_k, d_v = a.d_v;
+  const int n = std::min(kLanes, d_v - j0);
+  auto ld = [&](const float* p) -> F {
+    if constexpr (Full) return V::load(p);
+    else return V::load_n(p, n);
+  };
+  auto st = [&](float* p, F v) {
+    if constexpr (Full) V::store(p, v);
+    else V::store_n(p, v, n);
+  };
+  float* const S = a.S + j0;
+  // Pass A: P_t = S₀ᵀk_t, R_t = S₀ᵀq_t over the strip, one chain per lane in increasing i.
+  for (int t0 = 0; t0 < C; t0 += TB) {
+    F p[TB], r[TB];
+    for (int u = 0; u < TB; ++u) p[u] = r[u] = V::zero();
+    for (int i = 0; i < d_k; ++i) {
+      const F s = ld(S + static_cast<int64_t>(i) * d_v);
+      const float* kt = &w.kt[static_cast<size_t>(i) * C + t0];
+      const float* qt = &w.qt[static_cast<size_t>(i) * C + t0];
+      for (int u = 0; u < TB; ++u) {
+        p[u] = V::fma(s, V::set1(kt[u]), p[u]);
+        r[u] = V::fma(s, V::set1(qt[u]), r[u]);
+      }
+    }
+    for (int u = 0; u < TB; ++u) {
+      V::store(w.P[t0 + u], p[u]);
+      V::store(w.R[t0 + u], r[u]);
+    }
+  }
+  // u_t = β_t (v_t − γ_t P_t), then − A[t][s] u_s for s < t in increasing s; o_t = γ_t R_t, then
+  // + M[t][s] u_s for s ≤ t in increasing s.
+  for (int t = 0; t < C; ++t) {
+    const float* v = a.v + row[t] * a.v_stride + j0;
+    F x = V::mul(V::set1(w.A[t][t]), V::sub(ld(v), V::mul(V::set1(w.gam[t]), V::load(w.P[t]))));
+    for (int s = 0; s < t; ++s) x = V::fnma(V::set1(w.A[t][s]), V::load(w.U[s]), x);
+    V::store(w.U[t], x);
+    F y = V::mul(V::set1(w.gam[t]), V::load(w.R[t]));
+    for (int s = 0; s <= t; ++s) y = V::fma(V::set1(w.M[t][s]), V::load(w.U[s]), y);
+    st(a.o + row[t] * a.o_stride + j0, y);
+  }
+  // Pass B: S ← γ_{C−1} S₀ + Σ_s Γ[C−1][s] k_s u_sᵀ, each element one chain in increasing s.
+  const F gend = V::set1(w.gam[C - 1]);
+  int i = 0;
+  auto rows_block = [&](int i0, auto nb) {
+    constexpr int NB = decltype(nb)::value;
+    F acc[NB];
+    for (int b = 0; b < NB; ++b) acc[b] = V::mul(ld(S + static_cast<int64_t>(i0 + b) * d_v), gend);
+    for (int s = 0; s < C; ++s) {
+      const F us = V::load(w.U[s]);
+      for (int b = 0; b < NB; ++b) acc[b] = V::fma(V::set1(w.kend[static_cast<size_t>(i0 + b) * C + s]), us, acc[b]);
+    }
+    for (int b = 0; b < NB; ++b) {
+      st(S + static_cast<int64_t>(i0 + b) * d_v, acc[b]);
+      if (snap) st(snap + j0 + static_cast<int64_t>(i0 + b) * d_v, acc[b]);
+    }
+  };
+  for (; i + RB <= d_k; i += RB) rows_block(i, std::integral_constant<int, RB>{});
+  for (; i < d_k; ++i) rows_block(i, std::integral_constant<int, 1>{});
+}
+
+// kernels/recurrent.h's delta_rule_chunks: chunk by chunk, each chunk's set-up once, then its
+// strips of 16 value columns.
+template <class V>
+inline void delta_rule_chunks_row(const DeltaRuleArgs& a) {
+  static_assert(kDeltaChunk == kLanes, "a chunk's C × C tables are rows of 16 lanes");
+  constexpr int C = kLanes;
+  thread_local DeltaChunkWork w;
+  const size_t table = static_cast<size_t>(a.d_k) * C;
+  if (w.kt.size() < table) {
+    w.kt.resize(table);
+    w.qt.resize(table);
+    w.kend.resize(table);
+  }
+  for (int c0 = 0; c0 + C <= a.n_tokens; c0 += C) {
+    int64_t row[C];
+    for (int t = 0; t < C; ++t) row[t] = a.rows ? a.rows[c0 + t] : c0 + t;
+    delta_chunk_setup<V>(a, row, w);
+    float* snap = a.snapshots ? a.snapshots[c0 + C - 1] : nullptr;
+    int j0 = 0;
+    for (; j0 + kLanes <= a.d_v; j0 += kLanes) delta_chunk_strip<V, true>(a, row, w, j0, snap);
+    if (j0 < a.d_v) delta_chunk_strip<V, false>(a, row, w, j0, snap);
+  }
 }
 
 }  // namespace ubatch::kernels::simd16
