@@ -42,8 +42,8 @@ inline RowCheck check_row(const float* ours, const float* ref, int32_t n) {
 }
 
 // Every row of one manifest case, computed as one sequence in one decode: rules 1 and 2.
-// Returns the worst max_err / range.
-inline double check_case_rows(Context& ctx, const nlohmann::json& c, double tol) {
+// Returns the worst max_err / range. chunkable: rows but the last flagged (Batch::chunkable).
+inline double check_case_rows(Context& ctx, const nlohmann::json& c, double tol, bool chunkable = false) {
   const int32_t n_vocab = ctx.n_vocab();
   const std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
   const std::vector<float> ref = read_f32(reference_path(c["logits"].get<std::string>()));
@@ -51,7 +51,10 @@ inline double check_case_rows(Context& ctx, const nlohmann::json& c, double tol)
   if (ref.size() != tokens.size() * n_vocab) return INFINITY;
   ctx.kv().clear();
   Batch b;
-  for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), 0, true);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    b.add(tokens[i], static_cast<int32_t>(i), 0, true);
+    if (chunkable && i + 1 < tokens.size()) b.mark_chunkable();
+  }
   DecodeResult r = ctx.decode(b);
   EXPECT_TRUE(r.ok()) << r.message;
   if (!r.ok()) return INFINITY;
@@ -68,7 +71,8 @@ inline double check_case_rows(Context& ctx, const nlohmann::json& c, double tol)
 }
 
 // Greedy generation from the case's prompt (prefill, then one-token decode steps): rule 3.
-inline void check_case_greedy(Context& ctx, const nlohmann::json& c, double tol) {
+// chunkable: the prompt's rows but the last flagged, as the scheduler flags them.
+inline void check_case_greedy(Context& ctx, const nlohmann::json& c, double tol, bool chunkable = false) {
   const int32_t n_vocab = ctx.n_vocab();
   const int32_t n_prompt = c["n_prompt"];
   const std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
@@ -76,7 +80,10 @@ inline void check_case_greedy(Context& ctx, const nlohmann::json& c, double tol)
   const std::vector<float> ref = read_f32(reference_path(c["logits"].get<std::string>()));
   ctx.kv().clear();
   Batch b;
-  for (int32_t i = 0; i < n_prompt; ++i) b.add(tokens[i], i, 0, i + 1 == n_prompt);
+  for (int32_t i = 0; i < n_prompt; ++i) {
+    b.add(tokens[i], i, 0, i + 1 == n_prompt);
+    if (chunkable && i + 1 < n_prompt) b.mark_chunkable();
+  }
   ASSERT_TRUE(ctx.decode(b).ok());
   const float* logits = ctx.logits(n_prompt - 1);
   for (size_t step = 0; step < expect.size(); ++step) {

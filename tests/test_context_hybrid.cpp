@@ -97,6 +97,31 @@ TEST(HybridReferenceLogits, GreedyGenerationMatchesGreedy16) {
   }
 }
 
+// The qwen35 files with their rows flagged chunkable (the delta rule chunk-wise over every whole
+// chunk of 16 positions but the last token's): within the reference's rule on every row, and
+// greedy generation from a chunk-wise prompt reproduces greedy16.
+TEST(HybridReferenceLogits, ChunkwisePromptsWithinTheReference) {
+  UBATCH_REQUIRE_REFERENCE();
+  nlohmann::json man = hy_manifest();
+  int n_entries = 0;
+  for (const auto& model : man["models"]) {
+    if (model["arch"] != "qwen35") continue;
+    const std::string file = model["file"];
+    const double tol = model["tolerance"];
+    SCOPED_TRACE(file);
+    std::unique_ptr<Context> ctx = hy_context(hy_open(test::reference_path("hybrid/" + file)), model["n_ctx"], 512);
+    ASSERT_TRUE(ctx);
+    ++n_entries;
+    double worst = 0;
+    for (const auto& c : model["cases"]) {
+      worst = std::max(worst, test::check_case_rows(*ctx, c, tol, true));
+      test::check_case_greedy(*ctx, c, tol, true);
+    }
+    std::printf("%-30s chunk-wise: worst |ours - ref| / row range = %.2e (tolerance %.0e)\n", file.c_str(), worst, tol);
+  }
+  EXPECT_EQ(n_entries, 3);
+}
+
 // ---- Rewriting a model -------------------------------------------------------------------------
 
 using test::Rewrite;
@@ -407,6 +432,162 @@ TEST_P(HybridState, PrefixSnapshotsStayWithinTheirBudget) {
   }
   ctx.kv().check_invariants();
 }
+
+// ---- Chunk-wise prompts (Gated DeltaNet) ------------------------------------------------------------
+
+// qwen35's prompt rows flagged chunkable ([0, n_chunkable), as the scheduler flags a prompt but its
+// last token) run the delta rule in chunks of 16 positions; every other row step by step. A
+// sequence's logits then depend on its tokens and its flagged prefix alone: not on how its rows
+// are split into decodes at chunk boundaries, on n_ubatch (the context keeps chunks whole), on
+// the other sequences of the batch, on a prefix-cache hit, or on whether its generated tokens
+// were decoded one by one or prefilled again (after a preemption).
+class HybridChunks : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::unique_ptr<Context> make(int32_t n_ubatch = 512) { return hy_context(hy_model_file(GetParam()), 1024, n_ubatch); }
+  // Rows [from, to) of `tokens` as sequence `seq`, rows below n_chunkable flagged, appended to b.
+  static void add_rows(Batch& b, const std::vector<int32_t>& tokens, int32_t from, int32_t to, int32_t seq,
+                       int32_t n_chunkable) {
+    for (int32_t i = from; i < to; ++i) {
+      b.add(tokens[static_cast<size_t>(i)], i, seq, true);
+      if (i < n_chunkable) b.mark_chunkable();
+    }
+  }
+  // Every row's logits of `tokens` as sequence 0 decoded in pieces ending at `cuts` (the last
+  // piece ends at the end): [n, n_vocab].
+  static std::vector<float> pieces(Context& ctx, const std::vector<int32_t>& tokens, std::vector<int32_t> cuts,
+                                   int32_t n_chunkable) {
+    ctx.kv().clear();
+    cuts.push_back(static_cast<int32_t>(tokens.size()));
+    std::vector<float> out;
+    int32_t from = 0;
+    for (int32_t to : cuts) {
+      Batch b;
+      add_rows(b, tokens, from, to, 0, n_chunkable);
+      EXPECT_TRUE(ctx.decode(b).ok());
+      for (int32_t i = from; i < to; ++i) {
+        const std::vector<float> r = test::row_logits(ctx, i - from);
+        out.insert(out.end(), r.begin(), r.end());
+      }
+      from = to;
+    }
+    return out;
+  }
+};
+
+TEST_P(HybridChunks, ChunkedPromptLogitsDependOnTheSequenceAlone) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> p = hy_prompt();  // 130 tokens: eight whole chunks below position 129
+  const int32_t n = static_cast<int32_t>(p.size()), n_chunkable = n - 1;
+  std::unique_ptr<Context> ctx = make();
+  ASSERT_TRUE(ctx);
+  const std::vector<float> ref = pieces(*ctx, p, {}, n_chunkable);
+  ASSERT_EQ(ref.size(), size_t(n) * ctx->n_vocab());
+  // Chunk-wise rows are not the step-by-step bits (else nothing was chunked), but agree closely.
+  const std::vector<float> steps = pieces(*ctx, p, {}, 0);
+  EXPECT_FALSE(steps == ref) << "no row ran chunk-wise";
+  const double change = test::max_rel_change(steps, ref, ctx->n_vocab());
+  std::printf("%s: chunk-wise prompt logits move by up to %.2e of the row range\n", GetParam(), change);
+  // F32 weights: float rounding through four layers (measured 2.9e-5). Q8_0 weights quantise
+  // each row's activations to int8, where a rounding-level change can move a value by one step
+  // of 1/127 of the row's largest (measured 4.9e-3); both far inside the reference's tolerance.
+  EXPECT_LT(change, std::string(GetParam()).find("f32") != std::string::npos ? 1e-4 : 2e-2);
+  // Pieces cut at chunk boundaries: the same bits.
+  EXPECT_TRUE(pieces(*ctx, p, {16, 48, 112}, n_chunkable) == ref) << "pieces at chunk boundaries";
+  EXPECT_TRUE(pieces(*ctx, p, {64, 128}, n_chunkable) == ref) << "pieces at chunk boundaries";
+  // n_ubatch 16, 20 and 50: the context cuts its ubatches at chunk boundaries.
+  for (int32_t nu : {16, 20, 50}) {
+    std::unique_ptr<Context> small = make(nu);
+    ASSERT_TRUE(small);
+    EXPECT_TRUE(pieces(*small, p, {}, n_chunkable) == ref) << "n_ubatch " << nu;
+    EXPECT_TRUE(pieces(*small, p, {32, 129}, n_chunkable) == ref) << "n_ubatch " << nu << ", a piece ends past the flags";
+  }
+  // Below a chunk the context runs every row step by step.
+  std::unique_ptr<Context> tiny = make(15);
+  ASSERT_TRUE(tiny);
+  EXPECT_TRUE(pieces(*tiny, p, {}, n_chunkable) == steps) << "n_ubatch 15 < 16 must run step by step";
+  // Among two other sequences, all three flagged, over ubatches of 40 rows, in two decodes split
+  // at a chunk boundary of sequence 0 (as the scheduler splits a prompt).
+  std::unique_ptr<Context> mixed = make(40);
+  ASSERT_TRUE(mixed);
+  Batch b;
+  std::vector<int32_t> other1(p.rbegin(), p.rend()), other2(p.begin() + 7, p.end());
+  add_rows(b, other1, 0, 21, 1, 120);
+  add_rows(b, p, 0, 64, 0, n_chunkable);
+  add_rows(b, other2, 0, 50, 2, 100);
+  ASSERT_TRUE(mixed->decode(b).ok());
+  std::vector<float> got;
+  for (int32_t i = 0; i < 64; ++i) {
+    const std::vector<float> r = test::row_logits(*mixed, 21 + i);
+    got.insert(got.end(), r.begin(), r.end());
+  }
+  b.clear();
+  add_rows(b, other2, 50, 80, 2, 100);
+  add_rows(b, p, 64, n, 0, n_chunkable);
+  ASSERT_TRUE(mixed->decode(b).ok());
+  for (int32_t i = 64; i < n; ++i) {
+    const std::vector<float> r = test::row_logits(*mixed, 30 + i - 64);
+    got.insert(got.end(), r.begin(), r.end());
+  }
+  EXPECT_TRUE(got == ref) << "the logits changed with the other sequences of the batch";
+}
+
+TEST_P(HybridChunks, PrefixHitsTakeOnlySnapshotsComputedTheSameWay) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> p = hy_prompt();
+  const int32_t n = static_cast<int32_t>(p.size());
+  std::unique_ptr<Context> ctx = make(), fresh = make();
+  ASSERT_TRUE(ctx && fresh);
+  const std::vector<float> ref = pieces(*fresh, p, {}, n - 1);
+  // A 70-token prompt flagged [0, 69): snapshots at 64 (chunk-wise below it).
+  const std::vector<int32_t> a(p.begin(), p.begin() + 70);
+  pieces(*ctx, a, {32}, 69);
+  ASSERT_TRUE(ctx->kv().seq_rm(0, 0, -1));
+  // A sequence flagging nothing must not take it (it would compute [0, 64) step by step).
+  EXPECT_EQ(ctx->kv().seq_reuse_prefix(4, p.data(), n, n - 1, 0), 0);
+  ctx->kv().seq_rm(4, 0, -1);
+  // The longer prompt flagging [0, n − 1) takes it at 64 and gives the fresh prefill's bits.
+  const int32_t reused = ctx->kv().seq_reuse_prefix(5, p.data(), n, n - 1, n - 1);
+  EXPECT_EQ(reused, 64);
+  Batch b;
+  add_rows(b, p, reused, n, 5, n - 1);
+  ASSERT_TRUE(ctx->decode(b).ok());
+  for (int32_t i = reused; i < n; ++i) {
+    const std::vector<float> r = test::row_logits(*ctx, i - reused);
+    EXPECT_TRUE(std::equal(r.begin(), r.end(), ref.begin() + static_cast<size_t>(i) * ctx->n_vocab())) << "row " << i;
+  }
+  ctx->kv().check_invariants();
+}
+
+TEST_P(HybridChunks, GeneratedTokensPrefilledAgainGiveTheDecodedBits) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> p = hy_prompt();
+  const int32_t n_prompt = 50, n = 100;  // 50 tokens of prompt, then 50 "generated" ones
+  const std::vector<int32_t> t(p.begin(), p.begin() + n);
+  std::unique_ptr<Context> ctx = make(), resumed = make(40);
+  ASSERT_TRUE(ctx && resumed);
+  // Prompt flagged [0, 49) in one decode, then one decode step per generated token (unflagged).
+  Batch b;
+  add_rows(b, t, 0, n_prompt, 0, n_prompt - 1);
+  ASSERT_TRUE(ctx->decode(b).ok());
+  std::vector<float> last;
+  for (int32_t i = n_prompt; i < n; ++i) {
+    b.clear();
+    add_rows(b, t, i, i + 1, 0, n_prompt - 1);
+    ASSERT_TRUE(ctx->decode(b).ok());
+    if (i + 1 == n) last = test::row_logits(*ctx, 0);
+  }
+  // Resumed after a preemption: everything prefilled again, only the prompt's rows flagged.
+  const std::vector<float> again = pieces(*resumed, t, {}, n_prompt - 1);
+  EXPECT_TRUE(std::equal(last.begin(), last.end(), again.end() - resumed->n_vocab()))
+      << "the generated tokens prefilled again differ from their decode steps";
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen35, HybridChunks, ::testing::Values("tiny-qwen35-f32", "tiny-qwen35-q8_0"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Models, HybridState, ::testing::Values("tiny-qwen35-q8_0", "tiny-lfm2-q4_k_m"),
                          [](const ::testing::TestParamInfo<const char*>& info) {

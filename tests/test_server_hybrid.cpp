@@ -2,8 +2,10 @@
 // convolutions + attention) served over HTTP: their recurrent state goes through every batching
 // feature with the same greedy text — a repeated prompt hits the prefix cache (state snapshot),
 // a request alone, batched with seven others, and with n = 3 gives the same text, a request
-// preempted for memory resumes identically, and speculation on and off agree.
+// preempted for memory resumes identically, and speculation on and off agree; a prompt of many
+// 16-position chunks gives the same log-probabilities whatever the step budget.
 #include <future>
+#include <tuple>
 
 #include "test_server_fixture.h"
 
@@ -101,7 +103,9 @@ TEST_P(ServerHybrid, APreemptedRequestResumesWithTheSameText) {
   o.n_ctx = 256;  // 16 blocks: two requests of 40 + 150 tokens cannot both stay
   std::unique_ptr<ServedModel> s = serve_model(path(), o);
   ASSERT_TRUE(s);
-  const json a = request(3, 150), b = request(4, 150);
+  json a = request(3, 150), b = request(4, 150);
+  a["logprobs"] = 1;  // compared bit for bit: a resumed request prefills its generated tokens
+  b["logprobs"] = 1;  // again step by step, as they were decoded (only the prompt chunk-wise)
   Reply ra = post(s->port, "/v1/completions", a.dump());
   Reply rb = post(s->port, "/v1/completions", b.dump());
   ASSERT_EQ(ra.status, 200) << ra.body;
@@ -114,6 +118,8 @@ TEST_P(ServerHybrid, APreemptedRequestResumesWithTheSameText) {
   ASSERT_EQ(cb.status, 200) << cb.body;
   EXPECT_EQ(hybrid_text(ca), hybrid_text(ra));
   EXPECT_EQ(hybrid_text(cb), hybrid_text(rb));
+  EXPECT_EQ(ca.parsed()["choices"][0]["logprobs"], ra.parsed()["choices"][0]["logprobs"]);
+  EXPECT_EQ(cb.parsed()["choices"][0]["logprobs"], rb.parsed()["choices"][0]["logprobs"]);
   std::map<std::string, double> after = metrics(s->port);
   EXPECT_GE(after["ubatch_preemptions_total{cause=\"memory\"}"] - before["ubatch_preemptions_total{cause=\"memory\"}"], 1)
       << "the test meant to preempt one of the two";
@@ -154,6 +160,49 @@ TEST_P(ServerHybrid, SpeculationOnAndOffGiveTheSameText) {
   EXPECT_GT(m["ubatch_spec_draft_tokens_total"] - m0["ubatch_spec_draft_tokens_total"], 0) << "nothing was drafted";
   std::printf("%s: %g draft tokens, %g accepted\n", GetParam(), m["ubatch_spec_draft_tokens_total"],
               m["ubatch_spec_draft_accepted_total"]);
+}
+
+// A prompt of many chunks (qwen35 prefills its prompt's whole 16-position chunks chunk-wise) gives
+// the same tokens and the same log-probabilities, bit for bit, whatever the step budget cuts it
+// into (n_batch 512, 20, 37: pieces end on chunk boundaries or wait), among other requests, from
+// the prefix cache, and as each of n = 2 samples.
+TEST_P(ServerHybrid, ManyChunkPromptsGiveTheSameLogprobsWhateverTheBudget) {
+  UBATCH_REQUIRE_REFERENCE();
+  const json body = {{"prompt", prompt(21, 150)}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true},
+                     {"logprobs", 2}};
+  auto run = [&](int32_t n_batch, int n_others, int n) {
+    ServeOptions o;
+    o.engine.n_parallel = 8;
+    o.engine.n_batch = n_batch;
+    o.n_ctx = 4096;
+    std::unique_ptr<ServedModel> s = serve_model(path(), o);
+    std::vector<json> out;
+    if (!s) return out;
+    std::vector<std::future<Reply>> others;
+    for (int k = 0; k < n_others; ++k) {
+      const json other = {{"prompt", prompt(40 + k, 60 + 13 * k)}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}};
+      others.push_back(std::async(std::launch::async, [&, other] { return post(s->port, "/v1/completions", other.dump()); }));
+    }
+    json b = body;
+    if (n > 1) b["n"] = n;
+    for (int rep = 0; rep < 2; ++rep) {  // the second time from the prefix cache
+      Reply r = post(s->port, "/v1/completions", b.dump());
+      EXPECT_EQ(r.status, 200) << r.body;
+      if (r.status != 200) return out;
+      for (int c = 0; c < n; ++c) out.push_back(r.parsed()["choices"][c]["logprobs"]);
+    }
+    for (auto& f : others) EXPECT_EQ(f.get().status, 200);
+    return out;
+  };
+  const std::vector<json> ref = run(512, 0, 1);
+  ASSERT_EQ(ref.size(), 2u);
+  EXPECT_EQ(ref[1], ref[0]) << "a prefix-cache hit changed the log-probabilities";
+  for (auto [n_batch, n_others, n] : {std::tuple{20, 0, 1}, std::tuple{37, 5, 1}, std::tuple{64, 3, 2}}) {
+    SCOPED_TRACE("n_batch " + std::to_string(n_batch) + ", " + std::to_string(n_others) + " others, n " + std::to_string(n));
+    const std::vector<json> got = run(n_batch, n_others, n);
+    ASSERT_EQ(got.size(), size_t(2 * n));
+    for (const json& g : got) EXPECT_EQ(g, ref[0]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyHybrid, ServerHybrid, ::testing::Values("tiny-qwen35-q8_0", "tiny-lfm2-q4_k_m"),

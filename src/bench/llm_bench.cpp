@@ -106,7 +106,8 @@ DecodeResult decode_or_explain(Context& ctx, const Batch& batch) {
 }
 
 // Prefill: n_seq sequences of n_prompt random tokens from position 0, packed into batches of
-// up to n_batch tokens; logits for each sequence's last token.
+// up to n_batch tokens; logits for each sequence's last token. Rows flagged chunkable as the
+// scheduler flags a prompt (all but the last: Batch::chunkable).
 DecodeResult run_prompt(Context& ctx, const BenchTest& t, std::mt19937_64& rng, Batch& batch) {
   std::uniform_int_distribution<int32_t> tok(0, ctx.n_vocab() - 1);
   const int32_t n_batch = ctx.params().n_batch;
@@ -114,6 +115,7 @@ DecodeResult run_prompt(Context& ctx, const BenchTest& t, std::mt19937_64& rng, 
   for (int32_t s = 0; s < t.n_seq; ++s) {
     for (int32_t p = 0; p < t.n_prompt; ++p) {
       batch.add(tok(rng), p, s, p + 1 == t.n_prompt);
+      if (p + 1 < t.n_prompt) batch.mark_chunkable();
       if (batch.n_tokens() == n_batch) {
         if (DecodeResult r = decode_or_explain(ctx, batch); !r.ok()) return r;
         batch.clear();

@@ -84,6 +84,11 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   if (hp.has_recurrent()) {
     for (int il = 0; il < hp.n_layer; ++il) kc.state_layer_floats.push_back(hp.state_floats(il));
     kc.snapshot_budget_bytes = params.state_snapshot_bytes;
+    // Chunk-wise rows only where every chunk can stay whole: a batch and a ubatch hold one, and
+    // the prefix snapshots at block boundaries fall on chunk ends. Otherwise every row runs
+    // step by step (the results then differ, to float rounding, from a context that chunks).
+    const int32_t c = ctx->model_->state_chunk();
+    if (c > 0 && ctx->params_.n_ubatch >= c && params.kv_block_size % c == 0) kc.state_chunk = c;
   }
   kc.n_cells = params.n_ctx;
   if (!hp.kv_layer.empty() && hp.n_kv_layer == 0)
@@ -123,7 +128,8 @@ DecodeResult Context::validate(const Batch& b) const {
   if (n <= 0) return invalid("decode: empty batch");
   if (n > params_.n_batch) return invalid(fmt::format("decode: batch of {} tokens exceeds n_batch {}", n, params_.n_batch));
   if (b.pos.size() != size_t(n) || b.seq_ids.size() != size_t(n) || b.logits.size() != size_t(n) ||
-      (!b.embd.empty() && b.embd.size() != size_t(n)) || (!b.checkpoint.empty() && b.checkpoint.size() != size_t(n)))
+      (!b.embd.empty() && b.embd.size() != size_t(n)) || (!b.checkpoint.empty() && b.checkpoint.size() != size_t(n)) ||
+      (!b.chunkable.empty() && b.chunkable.size() != size_t(n)))
     return invalid("decode: batch arrays differ in length");
   const bool recurrent = kv_->has_state();
   const int32_t n_vocab = model_->hparams().n_vocab;
@@ -195,11 +201,12 @@ DecodeResult Context::decode(const Batch& b) {
   std::vector<int32_t> primary(n);
   for (int32_t t = 0; t < n; ++t) primary[t] = b.seq_ids[t][0];
   const auto t0 = std::chrono::steady_clock::now();
-  for (int32_t start = 0; start < n; start += params_.n_ubatch) {
-    const int32_t len = std::min(params_.n_ubatch, n - start);
+  for (int32_t start = 0, len = 0; start < n; start += len) {
+    len = ubatch_length(b, start);
     KvView view;
     Status s = kv_->place(&b.token[start], &b.pos[start], &primary[start], len, view, &state_view_,
-                          b.checkpoint.empty() ? nullptr : &b.checkpoint[start]);
+                          b.checkpoint.empty() ? nullptr : &b.checkpoint[start],
+                          b.chunkable.empty() ? nullptr : &b.chunkable[start]);
     UBATCH_CHECK_MSG(s.is_ok(), s.message().c_str());  // validated above: cannot fail
     std::vector<int32_t> src_cell(view.write_cell, view.write_cell + len);
     UBatch ub;
@@ -233,6 +240,30 @@ DecodeResult Context::decode(const Batch& b) {
   perf_.n_tokens += static_cast<uint64_t>(n);
   ++perf_.n_decode;
   return {};
+}
+
+int32_t Context::ubatch_length(const Batch& b, int32_t start) const {
+  const int32_t n = b.n_tokens();
+  const int32_t len = std::min(params_.n_ubatch, n - start);
+  const int32_t c = kv_->state_chunk();
+  const int32_t end = start + len;
+  if (c <= 0 || b.chunkable.empty() || end >= n) return len;
+  // A flagged chunk of some sequence with rows on both sides of the cut: cut before its first
+  // row in this ubatch instead. A sequence's first row after the cut tells (rows of a sequence
+  // are in position order).
+  int32_t cut = end;
+  std::unordered_set<int32_t> seen;
+  for (int32_t t = end; t < n; ++t) {
+    const int32_t seq = b.seq_ids[t][0];
+    if (!seen.insert(seq).second || !b.chunkable[t] || b.pos[t] % c == 0) continue;
+    const int32_t chunk_start = b.pos[t] / c * c;
+    for (int32_t r = start; r < end; ++r)
+      if (b.seq_ids[r][0] == seq && b.pos[r] >= chunk_start) {
+        cut = std::min(cut, r);
+        break;
+      }
+  }
+  return cut > start ? cut - start : len;  // a chunk longer than the ubatch cannot stay whole
 }
 
 int32_t Context::n_ctx_seq() const {

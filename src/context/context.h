@@ -84,6 +84,9 @@ class Context {
  private:
   Context() = default;
   DecodeResult validate(const Batch& batch) const;
+  // Rows of the ubatch that starts at batch row `start`: n_ubatch (or the rest), cut earlier
+  // where it would split a chunk of chunkable rows (Batch::chunkable) between two ubatches.
+  int32_t ubatch_length(const Batch& batch, int32_t start) const;
 
   std::shared_ptr<Model> model_;
   ContextParams params_;

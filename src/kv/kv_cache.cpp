@@ -80,7 +80,13 @@ bool KvCache::restore_before(Sequence& s, int32_t p0) {
   std::copy(cp->get(), cp->get() + state_floats_, s.state.get());
   std::erase_if(s.checkpoints, [p0](const auto& c) { return c.first >= p0; });
   s.last_snapshot = std::min<int32_t>(s.last_snapshot, p0);
+  s.chunkable_end = std::min<int32_t>(s.chunkable_end, p0);
   return true;
+}
+
+int32_t KvCache::chunked_below(int32_t boundary, int32_t n_chunkable) const {
+  const int32_t c = cfg_.state_chunk;
+  return c > 0 ? std::min(boundary, std::max(n_chunkable, 0)) / c * c : 0;
 }
 
 bool KvCache::trim_snapshots(uint64_t keep_free) {
@@ -379,7 +385,7 @@ bool KvCache::seq_shift(int32_t seq_id, int32_t p0, int32_t p1, int32_t delta) {
 // ---- prefix cache ----
 
 int32_t KvCache::seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t n_tokens,
-                                  int32_t max_tokens) {
+                                  int32_t max_tokens, int32_t n_chunkable) {
   prefix_queries_ += static_cast<uint64_t>(std::max(n_tokens, 0));
   if (seq_n_tokens(seq_id) != 0 || n_tokens <= 0) return 0;
   const int32_t bs = cfg_.block_size;
@@ -404,7 +410,8 @@ int32_t KvCache::seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t
     s.hashes.push_back(h);
     prev = h;
     if (has_state())
-      if (auto sn = snapshots_.find(h); sn != snapshots_.end()) {
+      if (auto sn = snapshots_.find(h);
+          sn != snapshots_.end() && sn->second.chunked == chunked_below((bi + 1) * bs, n_chunkable)) {
         n_with_state = bi + 1;
         snap = &sn->second;
       }
@@ -419,6 +426,7 @@ int32_t KvCache::seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t
       std::copy(snap->state.get(), snap->state.get() + state_floats_, s.state.get());
       snapshot_lru_.splice(snapshot_lru_.end(), snapshot_lru_, snap->lru);
       s.last_snapshot = n_with_state * bs;
+      s.chunkable_end = std::min(n_with_state * bs, std::max(n_chunkable, 0));
     }
   }
   const int32_t reused = static_cast<int32_t>(s.cells.size());
@@ -445,7 +453,8 @@ int32_t KvCache::blocks_needed(int32_t seq_id, int32_t n) const {
 }
 
 Status KvCache::place(const int32_t* token, const int32_t* pos, const int32_t* seq_id,
-                      int32_t n_tokens, KvView& view, StateView* state, const uint8_t* checkpoint) {
+                      int32_t n_tokens, KvView& view, StateView* state, const uint8_t* checkpoint,
+                      const uint8_t* chunkable) {
   if (n_tokens <= 0) return Status::error("kv: empty ubatch");
   // Validate positions and count blocks before touching anything.
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> next;  // seq -> (next pos, count)
@@ -503,7 +512,7 @@ Status KvCache::place(const int32_t* token, const int32_t* pos, const int32_t* s
   for (int32_t t = 0; t < n_tokens; ++t) cells_ptr_[t] = seqs_.at(seq_id[t]).cells.data();
   if (has_state()) {
     UBATCH_CHECK_MSG(state != nullptr, "kv: a model with recurrent layers places without a StateView");
-    place_state(pos, seq_id, n_tokens, *state, checkpoint);
+    place_state(pos, seq_id, n_tokens, *state, checkpoint, chunkable);
   }
 
   view.type = cfg_.type;
@@ -522,11 +531,14 @@ Status KvCache::place(const int32_t* token, const int32_t* pos, const int32_t* s
 }
 
 void KvCache::place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_tokens, StateView& view,
-                          const uint8_t* checkpoint) {
+                          const uint8_t* checkpoint, const uint8_t* chunkable) {
   const int32_t bs = cfg_.block_size;
   ++placements_;
   view.state_floats = state_floats_;
   view.layer_offset = state_offset_;
+  view.chunk = cfg_.state_chunk;
+  if (chunkable && cfg_.state_chunk > 0) view.chunkable.assign(chunkable, chunkable + n_tokens);
+  else view.chunkable.clear();
   view.seq_state.clear();
   view.seq_rows.clear();
   view.checkpoint.assign(static_cast<size_t>(n_tokens), nullptr);
@@ -549,6 +561,9 @@ void KvCache::place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_t
     }
     view.seq_state[static_cast<size_t>(k)] = s.state.get();
     std::erase_if(s.checkpoints, [first_pos](const auto& c) { return c.first < first_pos - 1; });
+    if (!view.chunkable.empty())
+      for (int32_t t : rows)
+        if (view.chunkable[static_cast<size_t>(t)] && pos[t] == s.chunkable_end) s.chunkable_end = pos[t] + 1;
     // Checkpoints asked for.
     if (checkpoint)
       for (int32_t t : rows)
@@ -579,7 +594,8 @@ void KvCache::place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_t
     if (!buf) buf = new_state(false);
     view.checkpoint[static_cast<size_t>(t)] = buf.get();
     snapshot_lru_.push_back(key);
-    snapshots_.emplace(key, Snapshot{std::move(buf), std::prev(snapshot_lru_.end()), placements_});
+    snapshots_.emplace(key, Snapshot{std::move(buf), std::prev(snapshot_lru_.end()), placements_,
+                                     chunked_below(boundary, s.chunkable_end)});
   }
 }
 

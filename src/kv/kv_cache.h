@@ -18,6 +18,13 @@
 //     snapshot_interval tokens in decode) within a byte budget, evicted least-recently-used. A
 //     prefix is reused only up to a block whose snapshot exists.
 //   - seq_cp copies the state (and shares the checkpoints); seq_shift is refused.
+//   - chunk-wise rows: place() may flag rows `chunkable`, which a model computes in
+//     position-aligned chunks of state_chunk tokens (model/block_deltanet.cpp) — the same state
+//     to float rounding, not bit for bit. A snapshot records how far below its block boundary
+//     the sequence's flagged rows reached (the rows it was computed from chunk-wise), and
+//     seq_reuse_prefix takes it only for a sequence that would flag the same ones, so that a
+//     prefix hit gives the bits a fresh prefill gives. Callers flag a prefix of each sequence's
+//     positions ([0, n) for some n of the sequence's own).
 //
 // Storage per layer: K and V arrays of [n_blocks * block_size, n_embd_{k,v}] elements of
 // `type` (F16 by default; F32 or Q8_0). Cell c = block * block_size + slot. A sequence's
@@ -73,6 +80,9 @@ struct KvCacheConfig {
   std::vector<size_t> state_layer_floats;
   uint64_t snapshot_budget_bytes = uint64_t{256} << 20;  // prefix snapshots kept at most
   int32_t snapshot_interval = 256;  // tokens between a sequence's snapshots in decode steps
+  // Rows flagged chunkable at placement are computed in position-aligned chunks of this many
+  // tokens (0: none are; the context sets it, a divisor of block_size).
+  int32_t state_chunk = 0;
 };
 
 struct KvStats {
@@ -149,7 +159,12 @@ class KvCache {
   // run of cached full blocks matching tokens[0 .. max_tokens) and returns how many tokens
   // that covers (a multiple of block_size, possibly 0). Counts queries and hits. With recurrent
   // state: only up to the last matched block with a snapshot, whose state the sequence takes.
-  int32_t seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t n_tokens, int32_t max_tokens);
+  // n_chunkable: the sequence will flag its positions [0, n_chunkable) chunkable (place()); a
+  // snapshot is taken only if it was computed with the same of its rows chunk-wise.
+  int32_t seq_reuse_prefix(int32_t seq_id, const int32_t* tokens, int32_t n_tokens, int32_t max_tokens,
+                           int32_t n_chunkable = 0);
+  // KvCacheConfig::state_chunk (0: no row is computed chunk-wise).
+  int32_t state_chunk() const { return cfg_.state_chunk; }
 
   // ---- placement (place before compute) ----
   // Number of new blocks appending n tokens to seq_id would take (including a copy of a
@@ -164,9 +179,11 @@ class KvCache {
   // With recurrent state, also fills `state` (model/ubatch.h): every sequence's state slot
   // (zeros for a new one, which must start at pos 0), its rows, and where the forward pass
   // copies the state after the rows flagged in `checkpoint` ([n_tokens] or nullptr) and
-  // after the block boundaries that take a prefix snapshot.
+  // after the block boundaries that take a prefix snapshot, and the rows flagged in
+  // `chunkable` ([n_tokens] or nullptr; see the header comment) when state_chunk > 0.
   Status place(const int32_t* token, const int32_t* pos, const int32_t* seq_id, int32_t n_tokens,
-               KvView& view, StateView* state = nullptr, const uint8_t* checkpoint = nullptr);
+               KvView& view, StateView* state = nullptr, const uint8_t* checkpoint = nullptr,
+               const uint8_t* chunkable = nullptr);
 
   // Copies the K/V rows (every layer) of cell `from` to cell `to`.
   void copy_cell(int32_t from, int32_t to);
@@ -186,12 +203,17 @@ class KvCache {
     StateBuf state;               // [state_floats] recurrent state after the last cell (has_state())
     std::vector<std::pair<int32_t, StateBuf>> checkpoints;  // (pos, state after the token at pos)
     int32_t last_snapshot = 0;    // tokens covered by the sequence's latest prefix snapshot
+    int32_t chunkable_end = 0;    // its positions [0, chunkable_end) were placed flagged chunkable
   };
   struct Snapshot {
     StateBuf state;
     std::list<uint64_t>::iterator lru;
     uint64_t placement = 0;  // the place() call that took it (its buffer is written by that forward pass)
+    int32_t chunked = 0;     // its state came from positions [0, chunked) in chunks (chunked_below)
   };
+  // The positions below `boundary` (a block boundary) that ran in chunks for a sequence that
+  // flags [0, n_chunkable): the whole chunks of [0, min(boundary, n_chunkable)).
+  int32_t chunked_below(int32_t boundary, int32_t n_chunkable) const;
   explicit KvCache(const KvCacheConfig& config);
 
   int32_t alloc_block();                // takes a free block, else evicts the LRU cached one
@@ -206,7 +228,7 @@ class KvCache {
   const StateBuf* find_checkpoint(const Sequence& s, int32_t pos) const;
   bool restore_before(Sequence& s, int32_t p0);  // the state after p0 − 1, or false
   void place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_tokens, StateView& view,
-                   const uint8_t* checkpoint);
+                   const uint8_t* checkpoint, const uint8_t* chunkable);
   // Evicts least-recently-used snapshots until keep_free more bytes fit the budget; never one
   // taken by the current placement (its forward pass has yet to write it). False: no room.
   bool trim_snapshots(uint64_t keep_free);

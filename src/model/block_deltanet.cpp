@@ -7,10 +7,21 @@
 //   per value head h (key head h mod key heads), S [d, d]:  S ← e^g S;  S ← S + k (β (v − Sᵀk))ᵀ;  o = Sᵀq
 //   y = ssm_out · (rms(o_h) · ssm_norm · silu(z_h) per head),  z = attn_gate · x
 // The state of a sequence, per layer: the convolution's last conv_kernel − 1 inputs, then every
-// value head's S. Tokens of a sequence run one at a time in position order (prefill and decode
-// alike), so a sequence's result does not depend on the batch it runs in.
+// value head's S. Tokens of a sequence run in position order, the delta rule either step by step
+// (kernels::delta_rule_tokens) or chunk-wise (kernels::delta_rule_chunks: S read and written once
+// per 16 tokens). The two agree to float rounding, not bit for bit, so the choice is a function
+// of the sequence alone: a chunk — positions [16j, 16j + 16) of one sequence — runs chunk-wise
+// exactly when all its rows are in this ubatch, all are flagged chunkable (StateView: the
+// scheduler flags a request's prompt positions but the last, so prefill of generated tokens after
+// preemption, speculative verification and decode never are) and none but its last asks for a
+// checkpoint. The scheduler cuts prompt pieces, and the context its ubatches, only at chunk
+// boundaries within the flagged positions (sched/step_planner.cpp, context/context.cpp), and a
+// prefix snapshot is reused only by a sequence that flags the same positions below it
+// (kv/kv_cache.h), so a sequence's output does not depend on the batch it runs in, on how its
+// prompt was split, on prefix hits, n > 1 or speculation.
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <fmt/format.h>
 #include <vector>
 
@@ -21,6 +32,30 @@
 namespace ubatch {
 
 namespace {
+
+// Splits a sequence's rows into segments, each (first row, whether it runs chunk-wise) up to the
+// next: a chunk runs chunk-wise when it starts at a position that is a multiple of
+// kernels::kDeltaChunk and all its rows are here, flagged chunkable, and free of checkpoints but
+// at the last (see the header comment); consecutive chunks and consecutive single rows merge.
+void split_segments(const StateView& st, const int32_t* pos, const std::vector<int32_t>& rows,
+                    std::vector<std::pair<int, bool>>& out) {
+  constexpr int c = kernels::kDeltaChunk;
+  const bool may_chunk = st.chunk == c && !st.chunkable.empty();
+  auto whole_chunk_at = [&](size_t r) {
+    if (!may_chunk || pos[rows[r]] % c != 0 || r + c > rows.size()) return false;
+    for (size_t j = 0; j < c; ++j) {
+      const auto t = static_cast<size_t>(rows[r + j]);
+      if (!st.chunkable[t] || (j + 1 < c && !st.checkpoint.empty() && st.checkpoint[t])) return false;
+    }
+    return true;
+  };
+  out.clear();
+  for (size_t r = 0; r < rows.size();) {
+    const bool chunked = whole_chunk_at(r);
+    if (out.empty() || out.back().second != chunked) out.emplace_back(static_cast<int>(r), chunked);
+    r += chunked ? c : 1;
+  }
+}
 
 class DeltaNetBlock final : public Block {
  public:
@@ -92,6 +127,9 @@ class DeltaNetBlock final : public Block {
         }
       }
     });
+    // Each sequence's rows as segments in order: (first row, chunk-wise) until the next one.
+    std::vector<std::vector<std::pair<int, bool>>> segments(static_cast<size_t>(n_seqs));
+    for (size_t s = 0; s < segments.size(); ++s) split_segments(st, fp.ub.pos, st.seq_rows[s], segments[s]);
     // Phase 2, per (sequence, value head): the delta rule over the sequence's tokens in order.
     const int64_t n_tasks = int64_t{n_seqs} * Hv;
     fp.pool.run([&](int ith, int nth) {
@@ -126,7 +164,16 @@ class DeltaNetBlock final : public Block {
             }
           if (any) a.snapshots = snaps.data();
         }
-        kernels::delta_rule_tokens(a);
+        const std::vector<std::pair<int, bool>>& seg = segments[static_cast<size_t>(s)];
+        for (size_t g = 0; g < seg.size(); ++g) {
+          const int r0 = seg[g].first, r1 = g + 1 < seg.size() ? seg[g + 1].first : static_cast<int>(rows.size());
+          kernels::DeltaRuleArgs part = a;
+          part.n_tokens = r1 - r0;
+          part.rows = rows.data() + r0;
+          if (a.snapshots) part.snapshots = a.snapshots + r0;
+          if (seg[g].second) kernels::delta_rule_chunks(part);
+          else kernels::delta_rule_tokens(part);
+        }
       }
     });
     // Gated RMSNorm per head, then the output projection.

@@ -10,6 +10,7 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/recurrent.h"
 
 namespace ubatch {
 
@@ -200,6 +201,12 @@ void Model::describe_features() {
   if (hp.attn_softcap > 0) out.push_back(fmt::format("attention soft-cap {:g}", hp.attn_softcap));
   if (hp.final_softcap > 0) out.push_back(fmt::format("final-logit soft-cap {:g}", hp.final_softcap));
   out.push_back(output_.data == tok_embd_.data ? "tied output" : "separate output");
+}
+
+int32_t Model::state_chunk() const {
+  return std::find(hp_.layer_mixer.begin(), hp_.layer_mixer.end(), MixerKind::GatedDeltaNet) != hp_.layer_mixer.end()
+             ? kernels::kDeltaChunk
+             : 0;
 }
 
 const float* Model::rope_factors(int32_t n_ctx_seq) const {

@@ -77,6 +77,9 @@ class Model {
   // (0: the training context), or nullptr: rope_freqs when the file has it, else LongRoPE's
   // long factors when n_ctx_seq > n_ctx_orig, else its short ones.
   const float* rope_factors(int32_t n_ctx_seq) const;
+  // Tokens per chunk of the layers that can run a sequence's rows chunk-wise (Gated DeltaNet:
+  // kernels::kDeltaChunk; StateView::chunkable), 0 when no layer can.
+  int32_t state_chunk() const;
 
   // Runs the ubatch. Every token's K/V row is written into its KV cell before attention of
   // the same layer; recurrent layers update each sequence's state in `state` token by token (and

@@ -66,12 +66,18 @@ namespace ubatch {
 //   checkpoint[t]         nullptr, or where to copy the whole state as it stands after row t
 //                         ([state_floats] floats): a snapshot the manager restores to return to
 //                         that token (prefix cache, rollback of rejected drafts); empty: none
+//   chunk                 > 0: rows flagged in `chunkable` may be computed in position-aligned
+//                         chunks of this many tokens (0: every row step by step)
+//   chunkable[t]          1: row t is one the caller allows in a chunk (a position of its
+//                         sequence's prompt, flagged as a function of the sequence alone); empty: none
 struct StateView {
   size_t state_floats = 0;
   std::vector<size_t> layer_offset;  // [n_layer] floats into a sequence's state (recurrent layers)
   std::vector<float*> seq_state;
   std::vector<std::vector<int32_t>> seq_rows;
   std::vector<float*> checkpoint;    // [n_tokens] or empty
+  int32_t chunk = 0;
+  std::vector<uint8_t> chunkable;    // [n_tokens] or empty
   int32_t n_seqs() const { return static_cast<int32_t>(seq_state.size()); }
 };
 

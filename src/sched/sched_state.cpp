@@ -98,6 +98,13 @@ bool SchedState::admissible(const Seq& s) const {
   return leader.seq_id >= 0 && leader.n_computed >= s.n_prompt - 1;
 }
 
+int32_t SchedState::prompt_chunk() const {
+  const int32_t c = runner.kv().state_chunk();
+  return c > 0 && cfg.n_batch >= c ? c : 0;
+}
+
+int32_t SchedState::n_chunkable(const Seq& s) const { return prompt_chunk() > 0 ? std::max(s.n_prompt - 1, 0) : 0; }
+
 // Gives s a KV sequence, reusing what it can: the leader's prompt (fork), else cached
 // prefix blocks. Never allocates new blocks itself.
 void SchedState::admit(Seq& s) {
@@ -117,7 +124,7 @@ void SchedState::admit(Seq& s) {
   }
   if (!forked && s.pooling() != Pooling::Mean && s.pooling() != Pooling::Cls) {  // those need every row they pool
     const int32_t n = static_cast<int32_t>(s.tokens.size());
-    reused = kv.seq_reuse_prefix(s.seq_id, s.tokens.data(), n, n - 1);
+    reused = kv.seq_reuse_prefix(s.seq_id, s.tokens.data(), n, n - 1, n_chunkable(s));
     if (s.index == 0 && !s.admitted_once) s.req->usage.cached_tokens = std::min(reused, s.n_prompt);
   }
   s.n_computed = reused;

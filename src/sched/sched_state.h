@@ -58,6 +58,12 @@ class SchedState {
   // Whether s may draft speculative tokens (configuration and request allow it).
   bool speculates(const Seq& s) const;
   double oldest_waiting_arrival() const;  // +inf when nothing waits
+  // Chunk-wise prompts (models whose KV cache has a state_chunk C: Batch::chunkable): C when
+  // the step budget holds a chunk, else 0 (every row step by step). A sequence's rows
+  // [0, n_chunkable(s)) — its prompt but the last token, a function of the sequence alone — are
+  // flagged, and its prompt pieces start and end at multiples of C within them.
+  int32_t prompt_chunk() const;
+  int32_t n_chunkable(const Seq& s) const;
 
   // Gives a waiting s a KV sequence, reusing what it can: the leader's prompt (fork), else
   // cached prefix blocks; never allocates new blocks itself. Moves it to `running`.

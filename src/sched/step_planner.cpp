@@ -127,6 +127,18 @@ bool StepPlanner::static_group_ready(double now) const {
          now - st_.oldest_waiting_arrival() >= st_.cfg.batch_window_ms;
 }
 
+// A prompt piece of n tokens from s.n_computed, shortened so that it does not end inside a chunk
+// of chunkable rows (SchedState::prompt_chunk): such a chunk runs whole in one step or waits for
+// the next, so how the budget cuts a prompt never changes its result.
+int32_t StepPlanner::whole_chunks(const Seq& s, int32_t n) const {
+  const int32_t c = st_.prompt_chunk();
+  if (c <= 0 || n <= 0) return n;
+  const int32_t end = s.n_computed + n;
+  const int32_t chunk_start = end / c * c;
+  if (end % c == 0 || chunk_start + c > st_.n_chunkable(s)) return n;
+  return std::max(chunk_start - s.n_computed, 0);
+}
+
 void StepPlanner::plan_prefills(StepPlan& plan, int32_t& budget, int32_t& reserved, double now) {
   std::vector<StepEntry>& entries = plan.entries;
   KvCache& kv = st_.runner.kv();
@@ -238,6 +250,7 @@ void StepPlanner::plan_prefills(StepPlan& plan, int32_t& budget, int32_t& reserv
     const int32_t avail = kv.n_blocks_available() - reserved;
     int32_t chunk = avail < 0 ? 0 : std::min(s.remaining(), budget);
     while (chunk > 0 && kv.blocks_needed(s.seq_id, chunk) > avail) --chunk;
+    chunk = whole_chunks(s, chunk);
     if (chunk <= 0) {
       if (admitted_now) {
         st_.unadmit(s);
@@ -347,11 +360,13 @@ void StepPlanner::build_batch(StepPlan& plan) const {
       plan.row_seq.push_back(&s);
     };
     const int32_t n_seq_tokens = static_cast<int32_t>(s.tokens.size());
+    const int32_t n_chunkable = st_.n_chunkable(s);
     if (s.pooling() != Pooling::None) {  // prefill only: hidden states of the rows it pools, no logits
       for (int32_t i = s.n_computed; i < s.n_computed + e.n_tokens; ++i) {
         const bool pooled = planner_pools_row(s.pooling(), i, n_seq_tokens);
         if (pooled) plan.pooled.push_back({&s, batch.n_tokens()});
         batch.add(s.tokens[i], i, s.seq_id, false, pooled);
+        if (i < n_chunkable) batch.mark_chunkable();
       }
       continue;
     }
@@ -362,6 +377,7 @@ void StepPlanner::build_batch(StepPlan& plan) const {
     for (int32_t i = s.n_computed; i < s.n_computed + e.n_tokens; ++i) {
       const bool last = i + 1 == n_seq_tokens;
       batch.add(s.tokens[i], i, s.seq_id, last);
+      if (i < n_chunkable) batch.mark_chunkable();
       if ((!e.draft.empty() && i + 1 == s.n_computed + e.n_tokens) || (forked_from && i == s.n_prompt - 2))
         batch.mark_checkpoint();
       if (last) add_row(e.draft.empty() ? -1 : e.draft[0]);

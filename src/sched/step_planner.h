@@ -47,6 +47,7 @@ class StepPlanner {
   Seq* priority_victim(const Seq& waiting, double now);
   void plan_decodes(StepPlan& plan, int32_t& budget, int32_t& reserved);
   void plan_prefills(StepPlan& plan, int32_t& budget, int32_t& reserved, double now);
+  int32_t whole_chunks(const Seq& s, int32_t n) const;
   void plan_drafts(StepPlan& plan, int32_t budget, int32_t reserved);
   bool static_group_ready(double now) const;
   void build_batch(StepPlan& plan) const;

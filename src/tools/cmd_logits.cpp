@@ -1,6 +1,8 @@
 // `ubatch logits -m MODEL --tokens 1,2,3 -o FILE`: one forward pass over the ids (no BOS
 // added) writing float32 little-endian logits of every row, [n_tokens][n_vocab] — the format
-// of ../shared/reference/logits, so any oracle can check us.
+// of ../shared/reference/logits, so any oracle can check us. The ids are computed as the
+// scheduler computes a prompt: every row but the last flagged chunkable (Batch::chunkable; Gated
+// DeltaNet layers run whole 16-position chunks chunk-wise).
 #include <cstdio>
 #include <fmt/format.h>
 
@@ -22,7 +24,10 @@ int run_logits(const ModelOptions& mo, const std::string& tokens_text, const std
   if (!loaded) return fmt::print(stderr, "error: {}\n", loaded.message()), 1;
   Context& ctx = *loaded->context;
   Batch batch;
-  for (int32_t i = 0; i < n; ++i) batch.add((*ids)[i], i, 0, true);
+  for (int32_t i = 0; i < n; ++i) {
+    batch.add((*ids)[i], i, 0, true);
+    if (i + 1 < n) batch.mark_chunkable();
+  }
   DecodeResult r = ctx.decode(batch);
   if (!r.ok()) return fmt::print(stderr, "error: {}\n", r.message), 1;
   FILE* f = std::fopen(out_path.c_str(), "wb");

@@ -138,7 +138,10 @@ int run_generate(RunOptions o) {
     for (size_t start = 0; start < prompt.size(); start += ctx.params().n_batch) {
       batch.clear();
       const size_t end = std::min(prompt.size(), start + ctx.params().n_batch);
-      for (size_t i = start; i < end; ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+      for (size_t i = start; i < end; ++i) {
+        batch.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+        if (i + 1 < prompt.size()) batch.mark_chunkable();  // as the scheduler flags a prompt
+      }
       if (DecodeResult r = ctx.decode(batch); !r.ok()) return fmt::print(stderr, "error: {}\n", r.message), 1;
     }
     fmt::print("\n");
