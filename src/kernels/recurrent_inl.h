@@ -204,8 +204,9 @@ inline void delta_chunk_setup(const DeltaRuleArgs& a, const int64_t* row, DeltaC
       w.A[t][s] = s < t ? (bet[t] * G[t][s]) * w.A[t][s] : 0.0f;
       w.M[t][s] = s <= t ? G[t][s] * w.M[t][s] : 0.0f;
     }
+  const F gend = V::load(G[C - 1]);  // lanes s: Γ[C−1][s]
   for (int i = 0; i < d_k; ++i)
-    for (int s = 0; s < C; ++s) w.kend[static_cast<size_t>(i) * C + s] = G[C - 1][s] * w.kt[static_cast<size_t>(i) * C + s];
+    V::store(&w.kend[static_cast<size_t>(i) * C], V::mul(V::load(&w.kt[static_cast<size_t>(i) * C]), gend));
   for (int t = 0; t < C; ++t) w.A[t][t] = bet[t];  // the diagonal carries β_t (I + A's is 1, never read)
 }
 
