@@ -136,11 +136,26 @@ TEST(BenchModelCost, ExpertsAndRecurrentState) {
       EXPECT_GT(c.expert_bytes, 0u);
       EXPECT_LT(c.expert_bytes, c.streamed_bytes);
       EXPECT_EQ(c.n_expert, m.value()->hparams().n_expert);
+      EXPECT_GT(c.expert_params, 0u);
       const double dense = static_cast<double>(c.streamed_bytes - c.expert_bytes);
       EXPECT_DOUBLE_EQ(step_bytes(c, 1),
                        dense + static_cast<double>(c.expert_bytes) * c.n_expert_used / c.n_expert);
     } else {
       EXPECT_EQ(c.expert_bytes, 0u);
+      EXPECT_EQ(c.expert_params, 0u);
+    }
+    // Recurrent layers are those without a KV layer; a hybrid has both kinds.
+    const std::vector<int32_t>& kv = m.value()->hparams().kv_layer;
+    int n_recurrent = 0;
+    for (size_t il = 0; il < c.layer_is_recurrent.size(); ++il) {
+      EXPECT_EQ(c.layer_is_recurrent[il], il < kv.size() && kv[il] < 0) << "layer " << il;
+      n_recurrent += c.layer_is_recurrent[il] ? 1 : 0;
+    }
+    if (k.hybrid) {
+      EXPECT_GT(n_recurrent, 0);
+      EXPECT_LT(n_recurrent, c.n_layer);
+    } else {
+      EXPECT_EQ(n_recurrent, 0);
     }
     EXPECT_EQ(c.state_bytes, k.hybrid ? state_bytes_per_sequence(m.value()->hparams()) : 0u);
     if (k.hybrid) {

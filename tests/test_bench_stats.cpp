@@ -105,6 +105,13 @@ TEST(BenchStats, PromptMacsFormula) {
   c.sliding_window = 2;
   c.layer_is_swa = {true, false};
   EXPECT_DOUBLE_EQ(prompt_macs(c, 4, 1), 4000 + (7 + 10) * 10 + 100);
+  // A recurrent layer 1 has no keys; experts: 8 of 32 run per token, 3200 elements in all.
+  c.layer_is_recurrent = {false, true};
+  EXPECT_DOUBLE_EQ(prompt_macs(c, 4, 1), 4000 + 7 * 10 + 100);
+  c.n_expert = 32;
+  c.n_expert_used = 8;
+  c.expert_params = 3200;
+  EXPECT_DOUBLE_EQ(prompt_macs(c, 4, 2), 2 * (4 * (1000 + 800) + 7 * 10 + 100));
 }
 
 TEST(BenchStats, RooflineShares) {

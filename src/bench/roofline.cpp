@@ -36,6 +36,9 @@ ModelCost model_cost(const Model& model) {
   c.sliding_window = hp.sliding_window;
   c.layer_is_swa = hp.layer_is_swa;
   c.layer_is_swa.resize(static_cast<size_t>(hp.n_layer), false);
+  c.layer_is_recurrent.assign(static_cast<size_t>(hp.n_layer), false);
+  for (size_t il = 0; il < hp.kv_layer.size() && il < c.layer_is_recurrent.size(); ++il)
+    c.layer_is_recurrent[il] = hp.kv_layer[il] < 0;
   c.output_params = static_cast<uint64_t>(hp.n_vocab) * static_cast<uint64_t>(hp.n_embd);
   std::map<TensorType, size_t> bytes_by_type;
   c.n_expert = hp.n_expert;
@@ -45,6 +48,7 @@ ModelCost model_cost(const Model& model) {
     c.n_params += static_cast<uint64_t>(t.n_elements());
     if (t.n_dims == 3 && std::string_view(t.name).find("_exps.weight") != std::string_view::npos) {
       // MXFP4 experts are read packed (packed_weight.h: 288 bytes per 16 × 32 values).
+      c.expert_params += static_cast<uint64_t>(t.n_elements());
       c.expert_bytes += t.type == TensorType::MXFP4
                             ? kernels::packed_weight_bytes(t.type, t.ne[0], t.ne[1]) * static_cast<size_t>(t.ne[2])
                             : t.n_bytes;
@@ -78,6 +82,7 @@ double prompt_macs(const ModelCost& c, int64_t n_prompt, int64_t n_seq) {
   double keys = 0.0;  // Σ_layer Σ_p keys(p) for one sequence
   const double full = np * (np + 1.0) / 2.0;
   for (int32_t il = 0; il < c.n_layer; ++il) {
+    if (il < static_cast<int32_t>(c.layer_is_recurrent.size()) && c.layer_is_recurrent[il]) continue;
     const bool swa = il < static_cast<int32_t>(c.layer_is_swa.size()) && c.layer_is_swa[il] && c.sliding_window > 0;
     if (!swa || n_prompt <= c.sliding_window) {
       keys += full;
@@ -87,7 +92,9 @@ double prompt_macs(const ModelCost& c, int64_t n_prompt, int64_t n_seq) {
     }
   }
   const double ns = static_cast<double>(n_seq);
-  return ns * np * static_cast<double>(c.layer_params) + ns * keys * per_key + ns * static_cast<double>(c.output_params);
+  const double experts = c.n_expert > 0 ? static_cast<double>(c.expert_params) * c.n_expert_used / c.n_expert : 0.0;
+  return ns * np * (static_cast<double>(c.layer_params) + experts) + ns * keys * per_key +
+         ns * static_cast<double>(c.output_params);
 }
 
 Result<ComputePeak> measure_matmul_peak(const Model& model, kernels::ThreadPool& pool, int n_runs) {

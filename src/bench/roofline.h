@@ -15,13 +15,17 @@
 // KV-cache reads are not counted, so the share is a lower bound.
 //
 // Prompt processing is compute-bound; its multiply-adds (MACs) are counted as
-//     MACs = T × P_layer + Σ_seq Σ_layer Σ_{p < n_prompt} n_head × (head_dim_k + head_dim_v) × keys(p)
+//     MACs = T × (P_layer + P_experts × k / X)
+//            + Σ_seq Σ_{attention layers} Σ_{p < n_prompt} n_head × (head_dim_k + head_dim_v) × keys(p)
 //            + n_seq × P_out
 // with T = n_seq × n_prompt tokens, P_layer = elements of the per-layer weight matrices
-// (attn_q/k/v/output, ffn_gate/up/down: 2-D tensors under blk.*), keys(p) = p + 1 (or
-// min(p + 1, sliding_window) on sliding-window layers), and P_out = n_vocab × n_embd for the
-// one logits row per sequence. FLOP/s = 2 × MACs / seconds (the "2 × params × tokens/s" rule
-// plus attention). Norms, RoPE, softmax and activations are not counted.
+// (attn_q/k/v/output, ffn_gate/up/down, the recurrent layers' projections: 2-D tensors under
+// blk.*), P_experts = elements of the 3-D expert tensors (*_exps) of which each token runs k of
+// X, keys(p) = p + 1 (or min(p + 1, sliding_window) on sliding-window layers) on the layers with
+// attention (recurrent layers have none), and P_out = n_vocab × n_embd for the one logits row
+// per sequence. FLOP/s = 2 × MACs / seconds (the "2 × params × tokens/s" rule plus attention).
+// Norms, RoPE, softmax, activations, convolutions and the recurrent state updates are not
+// counted.
 //
 // The compute ceiling is measured, not taken from a data sheet: the engine's own matmul
 // (kernels::matmul, on the weight packed as the model packs it) multiplies n_tokens = 256 activation rows by a cache-resident slice
@@ -55,6 +59,7 @@ struct ModelCost {
   uint64_t state_bytes = 0;   // one sequence's recurrent state (0 without recurrent layers)
   uint64_t n_params = 0;      // elements of all weight tensors
   uint64_t layer_params = 0;  // P_layer
+  uint64_t expert_params = 0; // P_experts: elements of the *_exps tensors (all experts)
   uint64_t output_params = 0; // P_out = n_vocab × n_embd
   int32_t n_layer = 0;
   int32_t n_head = 0;
@@ -62,6 +67,7 @@ struct ModelCost {
   int32_t head_dim_v = 0;
   int32_t sliding_window = 0;
   std::vector<bool> layer_is_swa;     // [n_layer]
+  std::vector<bool> layer_is_recurrent;  // [n_layer]: no attention (no keys counted)
   TensorType main_type = TensorType::F32;  // dominant per-layer weight type
 };
 
