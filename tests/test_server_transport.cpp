@@ -471,7 +471,10 @@ TEST_F(ServerTransport, ASlowStreamReaderIsCancelledWithoutStallingOthers) {
   EXPECT_GE(after["ubatch_requests_cancelled_total"] - before["ubatch_requests_cancelled_total"], 1);
   EXPECT_LT(after["ubatch_generated_tokens_total"] - before["ubatch_generated_tokens_total"], 4 * 1900);
   EXPECT_EQ(after["ubatch_kv_blocks_used"], 0);
-  EXPECT_TRUE(slow.wait_closed(120));
+  // The cut-off connection is reset, not closed gracefully: the reader sees its end at once,
+  // however much was still queued in the server's socket buffer (a graceful close left an
+  // orphaned socket trickling it for minutes through zero-window probes).
+  EXPECT_TRUE(slow.wait_closed(20));
 }
 
 TEST_F(ServerTransport, ConnectionsBeyondTheLimitAreClosedAtOnce) {

@@ -583,7 +583,15 @@ void Connection::close_now(AbortReason why) {
   write_timer_.cancel();
   cancel_exchange_timer();
   error_code ec;
-  socket_.shutdown(net::ip::tcp::socket::shutdown_both, ec);
+  if (why == AbortReason::SlowClient) {
+    // The response is cut off and what is still queued will never be of use: reset the
+    // connection (SO_LINGER 0: RST, the kernel's send buffer is dropped at once). A graceful
+    // close would leave an orphaned socket trickling its buffer (up to tcp_wmem's maximum) to
+    // a reader that stopped reading, one zero-window probe at a time, for minutes.
+    socket_.set_option(net::socket_base::linger(true, 0), ec);
+  } else {
+    socket_.shutdown(net::ip::tcp::socket::shutdown_both, ec);
+  }
   socket_.close(ec);
   // A Beast read still in flight holds a reference to the parser: its handler runs (with
   // operation_aborted) after this; the parser goes with the connection then.
