@@ -11,6 +11,7 @@
 #include <poll.h>
 
 #include <atomic>
+#include <cerrno>
 #include <future>
 
 #include "server/http/server.h"
@@ -58,6 +59,7 @@ class Wire {
     const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n <= 0) {
       eof_ = true;
+      reset_ = n < 0 && errno == ECONNRESET;
       return false;
     }
     in_.append(buf, static_cast<size_t>(n));
@@ -77,6 +79,8 @@ class Wire {
   }
   std::string& buffer() { return in_; }
   int fd() const { return fd_; }
+  // True when the connection ended with a reset (RST: recv failed with ECONNRESET), not a FIN.
+  bool reset() const { return reset_; }
 
   struct Response {
     int status = 0;  // 0: none (cut off)
@@ -129,6 +133,7 @@ class Wire {
  private:
   int fd_ = -1;
   bool eof_ = false;
+  bool reset_ = false;
   std::string in_;
 };
 
@@ -475,6 +480,7 @@ TEST_F(ServerTransport, ASlowStreamReaderIsCancelledWithoutStallingOthers) {
   // however much was still queued in the server's socket buffer (a graceful close left an
   // orphaned socket trickling it for minutes through zero-window probes).
   EXPECT_TRUE(slow.wait_closed(20));
+  EXPECT_TRUE(slow.reset());
 }
 
 TEST_F(ServerTransport, ConnectionsBeyondTheLimitAreClosedAtOnce) {

@@ -202,8 +202,8 @@ inline __m512 bcast_f32(const uint8_t* p) {
 // x: the first token's packed row; y: y[t * ldy + 16 m + r] for the tile's first row.
 // The pointers advance by constants each segment (no address arithmetic from s), and a type
 // with a min has offset 0, so its int32 sums start from zero (a zero idiom, no port) rather than
-// a broadcast init: bench_matmul 4096 × 4096, 1 thread, Q4_K at 64 and 256 tokens 6–7% faster,
-// the other types unchanged (docs/BENCHMARKS.md, issue 35).
+// a broadcast init: bench_matmul 4096 × 4096, 1 thread, Q4_K at 64 and 256 tokens 6–9% faster,
+// the other types unchanged (docs/BENCHMARKS.md, "The prefill tile's segment loop").
 template <int MR, int NR, int S, bool MIN>
 void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
           const uint8_t* x, float* y, int64_t ldy, int rows_last) {
@@ -211,7 +211,6 @@ void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLay
   for (int m = 0; m < MR; ++m)
     for (int t = 0; t < NR; ++t) acc[m][t] = _mm512_setzero_ps();
   const int64_t xs = a.stride;
-  const int64_t seg = a.seg;
   const uint8_t* w[MR];
   for (int m = 0; m < MR; ++m) w[m] = wp[m];
   const uint8_t* xq = x;               // the segment's int8 activations (token 0)
@@ -234,15 +233,16 @@ void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLay
     }
     for (int m = 0; m < MR; ++m) {
       const __m512 dw = _mm512_load_ps(w[m] + 64 * S);
+      const __m512 mw = MIN ? _mm512_load_ps(w[m] + 64 * S + 64) : dw;  // the mins (read with MIN only)
       for (int t = 0; t < NR; ++t) {
         const __m512 scale = _mm512_mul_ps(dw, bcast_f32(dp + t * xs));
         acc[m][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][t]), scale, acc[m][t]);
         if constexpr (MIN)
-          acc[m][t] = _mm512_fmadd_ps(_mm512_load_ps(w[m] + 64 * S + 64), bcast_f32(sp + t * xs), acc[m][t]);
+          acc[m][t] = _mm512_fmadd_ps(mw, bcast_f32(sp + t * xs), acc[m][t]);
       }
     }
     for (int m = 0; m < MR; ++m) w[m] += wstride;
-    xq += seg;
+    xq += a.seg;
     ip += 4;
     dp += 4;
     sp += 4;
