@@ -103,6 +103,41 @@ inline void load_quants_b4_hi16(const uint8_t* q, __m512i* u) {
   }
 }
 
+// Steps j and j + S/2 of a segment record: the two that load_quants takes from one loaded vector
+// in the 4-bit formats (the same bytes as its u[j], u[j + S/2]). hb: the record's high-bit
+// vector (B5, B6; loaded once per segment by the caller, unused otherwise).
+template <PackedBits B, int S>
+inline void quant_pair(const uint8_t* q, int j, __m512i hb, __m512i& lo, __m512i& hi) {
+  constexpr int H = S / 2;
+  if constexpr (B == PackedBits::B8) {
+    lo = load512(q + 64 * j);
+    hi = load512(q + 64 * (j + H));
+  } else if constexpr (B == PackedBits::B2) {
+    const __m512i v = load512(q);
+    const __m512i m2 = _mm512_set1_epi8(3);
+    lo = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), m2);
+    hi = _mm512_and_si512(_mm512_srli_epi16(v, 2 * (j + H)), m2);
+  } else {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i v = load512(q + 64 * j);
+    lo = _mm512_and_si512(v, m4);
+    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if constexpr (B == PackedBits::B4T) {
+      const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4U)));
+      lo = _mm512_shuffle_epi8(lut, lo);
+      hi = _mm512_shuffle_epi8(lut, hi);
+    } else if constexpr (B == PackedBits::B5) {
+      const __m512i m = _mm512_set1_epi8(0x10);
+      lo = _mm512_ternarylogic_epi32(lo, shift_bits<4>(hb, j), m, kOrAnd);
+      hi = _mm512_ternarylogic_epi32(hi, shift_bits<4>(hb, j + H), m, kOrAnd);
+    } else if constexpr (B == PackedBits::B6) {
+      const __m512i m = _mm512_set1_epi8(0x30);
+      lo = _mm512_ternarylogic_epi32(lo, shift_bits<4>(hb, 2 * j), m, kOrAnd);
+      hi = _mm512_ternarylogic_epi32(hi, shift_bits<4>(hb, 2 * (j + H)), m, kOrAnd);
+    }
+  }
+}
+
 template <PackedBits B, int S>
 inline void unpack_quants(const uint8_t* q, uint8_t* out) {
   __m512i u[S];
@@ -342,15 +377,16 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
     for (int si = 0; si < segs_per_block; ++si, xi += 4, xd += 4, xm += 4, xq += 4 * S) {
       __m512i ia[MR][NR];
       for (int t = 0; t < NR; ++t) {
-        const __m512i init = bcast_i32(xi + t * xs);
+        // A type with a min has offset 0 (gemm_t asserts it): its sums start from zero.
+        const __m512i init = MIN ? _mm512_setzero_si512() : bcast_i32(xi + t * xs);
         for (int m = 0; m < MR; ++m) ia[m][t] = init;
       }
-      __m512i u[MR][S];
-      for (int m = 0; m < MR; ++m) {
-        if constexpr (kSplit && B == PackedBits::B4) load_quants_b4_hi16<S>(q[m], u[m]);
-        else load_quants<B, S>(q[m], u[m]);
-      }
       if constexpr (kSplit) {
+        __m512i u[MR][S];
+        for (int m = 0; m < MR; ++m) {
+          if constexpr (B == PackedBits::B4) load_quants_b4_hi16<S>(q[m], u[m]);
+          else load_quants<B, S>(q[m], u[m]);
+        }
         // Steps S/2.. on a second chain: with one or two (token, panel) pairs, a single
         // vpdpbusd chain per pair would leave its latency exposed. B4's second half holds
         // 16 × the high nibbles (no shift), so that chain sums 16 × the dot: shifted back,
@@ -371,11 +407,24 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
           for (int t = 0; t < NR; ++t)
             ia[m][t] = _mm512_add_epi32(ia[m][t], B == PackedBits::B4 ? _mm512_srai_epi32(ih[m][t], 4) : ih[m][t]);
       } else {
-        for (int k = 0; k < S; ++k)
+        // Step pairs (j, j + S/2), each quant vector loaded once: with MR × NR accumulators in
+        // registers, only the pair's 2 × MR step vectors are live (MR = 2 panels share each
+        // activation broadcast). Integer sums are exact, so ia is the same in any step order.
+        __m512i hb[MR];
+        for (int m = 0; m < MR; ++m)
+          hb[m] = (B == PackedBits::B5 || B == PackedBits::B6) ? load512(q[m] + 64 * (S / 2)) : _mm512_setzero_si512();
+        for (int j = 0; j < S / 2; ++j) {
+          __m512i lo[MR], hi[MR];
+          for (int m = 0; m < MR; ++m) quant_pair<B, S>(q[m], j, hb[m], lo[m], hi[m]);
           for (int t = 0; t < NR; ++t) {
-            const __m512i xb = bcast_i32(xq + t * xs + 4 * k);
-            for (int m = 0; m < MR; ++m) ia[m][t] = _mm512_dpbusd_epi32(ia[m][t], u[m][k], xb);
+            const __m512i xl = bcast_i32(xq + t * xs + 4 * j);
+            for (int m = 0; m < MR; ++m) ia[m][t] = _mm512_dpbusd_epi32(ia[m][t], lo[m], xl);
           }
+          for (int t = 0; t < NR; ++t) {
+            const __m512i xh = bcast_i32(xq + t * xs + 4 * (j + S / 2));
+            for (int m = 0; m < MR; ++m) ia[m][t] = _mm512_dpbusd_epi32(ia[m][t], hi[m], xh);
+          }
+        }
       }
       for (int m = 0; m < MR; ++m) {
         __m512 dw, mw;
@@ -396,25 +445,31 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   }
 }
 
-// Up to this many tokens take fused_tile: one or two tokens two panels at a time (MR = 2), three
-// to eight one panel at a time (MR = 1: NR int32 + NR float accumulators and S quant registers
-// stay within the 32 vector registers). A small batch of decodes then reads each weight byte once
-// from memory, unpacked in registers, instead of once into the scratch and once from it. On the
-// LLaMA-2-7B shape (Q4_K_M, 2 threads) four sequences went from 1.86x to 3.55x one sequence's
-// tokens/s (docs/BENCHMARKS.md, "Small batches through the decode kernel").
+// Up to this many tokens take fused_tile, two panels at a time (MR = 2; one for an odd last
+// panel): each activation broadcast feeds two vpdpbusd, and the step-pair loop keeps only 2 × MR
+// quant vectors live beside the 2 × MR × NR accumulators. A small batch of decodes then reads each
+// weight byte once from memory, unpacked in registers, instead of once into the scratch and once
+// from it. On the LLaMA-2-7B shape (Q4_K_M, 2 threads) four sequences went from 1.86x to 3.55x one
+// sequence's tokens/s (docs/BENCHMARKS.md, "Small batches through the decode kernel"). On this
+// Ice Lake host a 512-bit load (a broadcast too) issues once per cycle, measured: three to eight
+// tokens one panel at a time spent more cycles on broadcasts than on vpdpbusd, and two panels at a
+// time made them 10-25% faster (bench_matmul Q4_K 256 x 4096, 1 thread; docs/BENCHMARKS.md, "Two
+// panels per activation broadcast").
 constexpr int kFusedMaxTokens = 8;
 
-// fused_tile for one panel and 3..8 tokens (the count chosen at run time).
-template <PackedBits B, int S, bool MIN, bool KQ>
-void fused_panel(const PackedWeight& w, int64_t p, const ActLayout& a, const uint8_t* x, int64_t n_tokens,
-                 float* y, int64_t ldy, int rows) {
+// fused_tile for MR panels and 1..8 tokens (the count chosen at run time).
+template <PackedBits B, int MR, int S, bool MIN, bool KQ>
+void fused_panels(const PackedWeight& w, int64_t p, const ActLayout& a, const uint8_t* x, int64_t n_tokens,
+                  float* y, int64_t ldy, int rows_last) {
   switch (n_tokens) {
-    case 3: return fused_tile<B, 1, 3, S, MIN, KQ>(w, p, a, x, y, ldy, rows);
-    case 4: return fused_tile<B, 1, 4, S, MIN, KQ>(w, p, a, x, y, ldy, rows);
-    case 5: return fused_tile<B, 1, 5, S, MIN, KQ>(w, p, a, x, y, ldy, rows);
-    case 6: return fused_tile<B, 1, 6, S, MIN, KQ>(w, p, a, x, y, ldy, rows);
-    case 7: return fused_tile<B, 1, 7, S, MIN, KQ>(w, p, a, x, y, ldy, rows);
-    default: return fused_tile<B, 1, 8, S, MIN, KQ>(w, p, a, x, y, ldy, rows);
+    case 1: return fused_tile<B, MR, 1, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 2: return fused_tile<B, MR, 2, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 3: return fused_tile<B, MR, 3, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 4: return fused_tile<B, MR, 4, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 5: return fused_tile<B, MR, 5, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 6: return fused_tile<B, MR, 6, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 7: return fused_tile<B, MR, 7, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    default: return fused_tile<B, MR, 8, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
   }
 }
 
@@ -430,18 +485,9 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     const int64_t last = p + mr - 1;
     const int rows_last = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - last * kPanelRows));
     float* yp = y + p * kPanelRows;
-    if (n_tokens > 2 && n_tokens <= kFusedMaxTokens) {
-      for (int m = 0; m < mr; ++m) {
-        const int rows = m == mr - 1 ? rows_last : kPanelRows;
-        fused_panel<B, S, MIN, KQ>(w, p + m, a, x_packed, n_tokens, yp + m * kPanelRows, ldy, rows);
-      }
-      continue;
-    }
-    if (n_tokens <= 2) {
-      if (mr == 2 && n_tokens == 2) fused_tile<B, 2, 2, S, MIN, KQ>(w, p, a, x_packed, yp, ldy, rows_last);
-      else if (mr == 2) fused_tile<B, 2, 1, S, MIN, KQ>(w, p, a, x_packed, yp, ldy, rows_last);
-      else if (n_tokens == 2) fused_tile<B, 1, 2, S, MIN, KQ>(w, p, a, x_packed, yp, ldy, rows_last);
-      else fused_tile<B, 1, 1, S, MIN, KQ>(w, p, a, x_packed, yp, ldy, rows_last);
+    if (n_tokens <= kFusedMaxTokens) {
+      if (mr == 2) fused_panels<B, 2, S, MIN, KQ>(w, p, a, x_packed, n_tokens, yp, ldy, rows_last);
+      else fused_panels<B, 1, S, MIN, KQ>(w, p, a, x_packed, n_tokens, yp, ldy, rows_last);
       continue;
     }
     for (int m = 0; m < mr; ++m) unpack_panel_t<B, S>(w, p + m, buf[m]);
