@@ -445,8 +445,8 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   }
 }
 
-// Up to this many tokens take fused_tile, two panels at a time (MR = 2; one for an odd last
-// panel): each activation broadcast feeds two vpdpbusd, and the step-pair loop keeps only 2 × MR
+// Up to this many tokens take fused_tile, two panels at a time (MR = 2; an odd last panel one
+// at a time, two tokens per pass): each activation broadcast feeds two vpdpbusd, and the step-pair loop keeps only 2 × MR
 // quant vectors live beside the 2 × MR × NR accumulators. A small batch of decodes then reads each
 // weight byte once from memory, unpacked in registers, instead of once into the scratch and once
 // from it. On the LLaMA-2-7B shape (Q4_K_M, 2 threads) four sequences went from 1.86x to 3.55x one
@@ -457,19 +457,19 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
 // panels per activation broadcast").
 constexpr int kFusedMaxTokens = 8;
 
-// fused_tile for MR panels and 1..8 tokens (the count chosen at run time).
-template <PackedBits B, int MR, int S, bool MIN, bool KQ>
+// fused_tile for two panels and 1..8 tokens (the count chosen at run time).
+template <PackedBits B, int S, bool MIN, bool KQ>
 void fused_panels(const PackedWeight& w, int64_t p, const ActLayout& a, const uint8_t* x, int64_t n_tokens,
                   float* y, int64_t ldy, int rows_last) {
   switch (n_tokens) {
-    case 1: return fused_tile<B, MR, 1, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
-    case 2: return fused_tile<B, MR, 2, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
-    case 3: return fused_tile<B, MR, 3, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
-    case 4: return fused_tile<B, MR, 4, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
-    case 5: return fused_tile<B, MR, 5, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
-    case 6: return fused_tile<B, MR, 6, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
-    case 7: return fused_tile<B, MR, 7, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
-    default: return fused_tile<B, MR, 8, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 1: return fused_tile<B, 2, 1, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 2: return fused_tile<B, 2, 2, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 3: return fused_tile<B, 2, 3, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 4: return fused_tile<B, 2, 4, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 5: return fused_tile<B, 2, 5, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 6: return fused_tile<B, 2, 6, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    case 7: return fused_tile<B, 2, 7, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
+    default: return fused_tile<B, 2, 8, S, MIN, KQ>(w, p, a, x, y, ldy, rows_last);
   }
 }
 
@@ -486,8 +486,17 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     const int rows_last = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - last * kPanelRows));
     float* yp = y + p * kPanelRows;
     if (n_tokens <= kFusedMaxTokens) {
-      if (mr == 2) fused_panels<B, 2, S, MIN, KQ>(w, p, a, x_packed, n_tokens, yp, ldy, rows_last);
-      else fused_panels<B, 1, S, MIN, KQ>(w, p, a, x_packed, n_tokens, yp, ldy, rows_last);
+      if (mr == 2) {
+        fused_panels<B, S, MIN, KQ>(w, p, a, x_packed, n_tokens, yp, ldy, rows_last);
+        continue;
+      }
+      // An odd last panel: its tokens two at a time (the panel stays in L2 after the first
+      // pass; one instantiation per token count fewer to compile).
+      for (int64_t t = 0; t < n_tokens; t += 2) {
+        const uint8_t* xt = x_packed + t * a.stride;
+        if (t + 1 < n_tokens) fused_tile<B, 1, 2, S, MIN, KQ>(w, p, a, xt, yp + t * ldy, ldy, rows_last);
+        else fused_tile<B, 1, 1, S, MIN, KQ>(w, p, a, xt, yp + t * ldy, ldy, rows_last);
+      }
       continue;
     }
     for (int m = 0; m < mr; ++m) unpack_panel_t<B, S>(w, p + m, buf[m]);
