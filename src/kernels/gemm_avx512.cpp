@@ -35,7 +35,12 @@ namespace ubatch::kernels::detail {
 
 namespace {
 
-constexpr int kNR = 4;                   // tokens per tile
+// Tokens per tile: MR = 2 panels × 6 tokens keep 12 int32 and 12 float accumulators, the two
+// weight vectors and a broadcast in registers (7 spills); each weight vector load then feeds six
+// vpdpbusd. bench_matmul TYPE 512 4096 1 256 (L2-resident weights, one thread), best of five
+// interleaved rounds: Q4_K 3.85 -> 3.58 ms, Q6_K 4.36 -> 4.04, Q8_0 3.84 -> 3.68 against 4 tokens
+// (docs/BENCHMARKS.md, "Six tokens per prefill tile").
+constexpr int kNR = 6;
 constexpr int64_t kPrefetchBytes = 4096; // how far ahead the packed weights are prefetched
 constexpr int64_t kPrefetchL2Bytes = 32768; // decode: also into L2, further ahead (more misses in flight per core)
 
@@ -302,9 +307,8 @@ void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLa
       _mm_prefetch(pf, _MM_HINT_T0);
     tile<MR, kNR, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last);
   }
+  static_assert(kNR <= 6, "the remainder switch below covers 1..5 tokens");
   switch (n_tokens - t) {
-    case 7: tile<MR, 7, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
-    case 6: tile<MR, 6, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
     case 5: tile<MR, 5, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
     case 4: tile<MR, 4, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
     case 3: tile<MR, 3, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last); break;
