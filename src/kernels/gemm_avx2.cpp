@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <type_traits>
 
@@ -149,7 +150,8 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
   for (int64_t s = 0; s < n_seg; ++s) {
     __m256i ia[2][NR];
     for (int t = 0; t < NR; ++t) {
-      const __m256i init = SIGNED ? _mm256_setzero_si256() : bcast_i32(x + t * xs + a.init_off + 4 * s);
+      // A type with a min has offset 0 (gemm_t asserts it), so its init words are 0.
+      const __m256i init = (SIGNED || MIN) ? _mm256_setzero_si256() : bcast_i32(x + t * xs + a.init_off + 4 * s);
       ia[0][t] = ia[1][t] = init;
     }
     const uint8_t* xq = x + s * a.seg;
@@ -209,6 +211,7 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
 template <int S, int G, bool MIN, bool SIGNED>
 void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, int64_t n_tokens,
             float* y, int64_t ldy, int64_t p0, int64_t p1, uint8_t* scratch) {
+  assert(!MIN || w.fmt.offset == 0);  // tile(): a type with a min starts its sums at 0
   const PackedFormat& f = w.fmt;
   const UnpackFn unpack = unpacker(f);
   const int64_t wstride = unpacked_seg_stride(f);
