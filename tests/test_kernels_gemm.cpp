@@ -195,7 +195,9 @@ void check_level(SimdLevel level) {
   for (int n : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n));
   for (TensorType t : kQuantTypes)
     for (int64_t n_in : gemm_widths(t))
-      for (int64_t n_out : {16, 37, 64}) {
+      // 1, 3 and 4 panels: one panel alone, two panels and an odd partial one, and two pairs
+      // whose last panel is partial (five rows).
+      for (int64_t n_out : {16, 37, 53}) {
         const Weights w = random_weights(t, n_in, n_out, 11u + static_cast<uint32_t>(n_in * 3 + n_out));
         auto pw = pack_weight(t, w.data.data(), n_in, n_out);
         ASSERT_TRUE(pw.is_ok()) << pw.message();

@@ -14,8 +14,9 @@
 // Ice Lake its 512-bit operations issue on two ports only, so it counts operations: the format's
 // record sizes and K-quant-ness are template constants (no branch, pointers in registers), B4's
 // high nibbles are masked in place (16 × the value, one shift per segment instead of one per
-// vector), B5/B6 merge their high bits with one ternary-logic operation, and one or two tokens
-// run two vpdpbusd chains per accumulator. `llvm-mca -mcpu=icelake-server` on the segment loop
+// vector), B5/B6 merge their high bits with one ternary-logic operation, and one (token, panel)
+// pair per panel (two panels × one token, and the passes over an odd last panel) runs two
+// vpdpbusd chains per accumulator. `llvm-mca -mcpu=icelake-server` on the segment loop
 // (two panels, one token): Q4_K 33.9 -> 28.6 cycles, Q6_K 25.1 -> 21.6, Q8_0 23.9 -> 18.1,
 // Q4_0 27.7 -> 21.6, Q5_K 50.1 -> 39.2, MXFP4 35.2 -> 32.6.
 // Activations are quantized here too (pack_acts_avx512), to the scalar pack_acts' bytes.
@@ -36,7 +37,7 @@ namespace ubatch::kernels::detail {
 namespace {
 
 // Tokens per tile: MR = 2 panels × 6 tokens keep 12 int32 and 12 float accumulators, the two
-// weight vectors and a broadcast in registers (7 spills); each weight vector load then feeds six
+// weight vectors and a broadcast in registers (27 of 32; NR = 7 spills); each weight vector load then feeds six
 // vpdpbusd. bench_matmul TYPE 512 4096 1 256 (L2-resident weights, one thread), best of five
 // interleaved rounds: Q4_K 3.85 -> 3.58 ms, Q6_K 4.36 -> 4.04, Q8_0 3.84 -> 3.68 against 4 tokens
 // (docs/BENCHMARKS.md, "Six tokens per prefill tile").
@@ -339,7 +340,8 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   for (int m = 0; m < MR; ++m)
     for (int t = 0; t < NR; ++t) acc[m][t] = _mm512_setzero_ps();
   // Each of the MR panels is its own sequential stream; after panel p + m this thread reads
-  // panel p + m + MR (gemm_t walks its panels MR at a time). A prefetch that runs past the end of
+  // panel p + m + MR (gemm_t walks its panels MR at a time; MR = 1 is only an odd last panel,
+  // read again for each pair of tokens, where the cursors' prefetches are merely wasted). A prefetch that runs past the end of
   // panel p + m continues into panel p + m + MR, not into p + m + 1 (which the next stream is
   // reading now): with panels longer than the prefetch distance (K = 4,096 Q4_K: 36 KiB) the
   // second stream would otherwise start every panel without anything prefetched. Distances are
@@ -411,9 +413,11 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
           for (int t = 0; t < NR; ++t)
             ia[m][t] = _mm512_add_epi32(ia[m][t], B == PackedBits::B4 ? _mm512_srai_epi32(ih[m][t], 4) : ih[m][t]);
       } else {
-        // Step pairs (j, j + S/2), each quant vector loaded once: with MR × NR accumulators in
-        // registers, only the pair's 2 × MR step vectors are live (MR = 2 panels share each
-        // activation broadcast). Integer sums are exact, so ia is the same in any step order.
+        // Step pairs (j, j + S/2), each quant vector loaded once: beside the MR × NR int32 and
+        // float accumulators only the pair's 2 × MR step vectors (and B5/B6's high-bit vectors)
+        // are live; MR = 2 panels share each activation broadcast. (From seven tokens on, the
+        // accumulators alone outnumber the 32 registers and some spill; two panels still
+        // measured faster there.) Integer sums are exact, so ia is the same in any step order.
         __m512i hb[MR];
         for (int m = 0; m < MR; ++m)
           hb[m] = (B == PackedBits::B5 || B == PackedBits::B6) ? load512(q[m] + 64 * (S / 2)) : _mm512_setzero_si512();
@@ -450,8 +454,8 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
 }
 
 // Up to this many tokens take fused_tile, two panels at a time (MR = 2; an odd last panel one
-// at a time, two tokens per pass): each activation broadcast feeds two vpdpbusd, and the step-pair loop keeps only 2 × MR
-// quant vectors live beside the 2 × MR × NR accumulators. A small batch of decodes then reads each
+// at a time, two tokens per pass): each activation broadcast feeds two vpdpbusd, and the
+// step-pair loop keeps only 2 × MR quant vectors live beside the accumulators. A small batch of decodes then reads each
 // weight byte once from memory, unpacked in registers, instead of once into the scratch and once
 // from it. On the LLaMA-2-7B shape (Q4_K_M, 2 threads) four sequences went from 1.86x to 3.55x one
 // sequence's tokens/s (docs/BENCHMARKS.md, "Small batches through the decode kernel"). On this
@@ -480,7 +484,7 @@ void fused_panels(const PackedWeight& w, int64_t p, const ActLayout& a, const ui
 template <PackedBits B, int S, bool MIN, bool KQ>
 void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, int64_t n_tokens,
             float* y, int64_t ldy, int64_t p0, int64_t p1, uint8_t* scratch) {
-  assert(!MIN || w.fmt.offset == 0);  // tile(): a type with a min starts its sums at 0
+  assert(!MIN || w.fmt.offset == 0);  // tile(), fused_tile(): a type with a min starts its sums at 0
   const int64_t wstride = unpacked_seg_stride(w.fmt);
   const int64_t pbytes = unpacked_panel_bytes(w.fmt, w.n_in);
   uint8_t* const buf[2] = {scratch, scratch + pbytes};
