@@ -145,12 +145,12 @@ end "$(ctest_count "$LOGS/release-tests.log")"
 # Hostile input (GGUF files, malformed models), chat rendering, the Jinja engine, tokenizer
 # vectors, grammars, the HTTP transport and the packed kernels under AddressSanitizer + UBSan.
 # With clang these build in the fuzzers' tree (build-fuzz/: one sanitized compile of the
-# libraries for both), and every libFuzzer target then runs for 20 s (docs/FUZZING.md);
+# libraries for both), and every libFuzzer target then runs for 10 s (docs/FUZZING.md);
 # without clang, in a GCC tree (build-asan/), and the fuzz smoke says it is skipped.
 begin "ASan + UBSan tests, fuzz smoke"
 wait_prebuild 0
 fuzz_rc=0
-bash scripts/fuzz.sh --seconds 20 --seed 1 --tests "$ASAN_REGEX" "${ASAN_FILES[@]}" 2>&1 | tee "$LOGS/asan-fuzz.log" ||
+bash scripts/fuzz.sh --seconds 10 --seed 1 --tests "$ASAN_REGEX" "${ASAN_FILES[@]}" 2>&1 | tee "$LOGS/asan-fuzz.log" ||
   fuzz_rc=${PIPESTATUS[0]}
 if [ "$fuzz_rc" = 3 ]; then
   echo "== the same tests under AddressSanitizer + UBSan with GCC (build-asan/)"
