@@ -60,43 +60,6 @@ inline __m512i shift_bits(__m512i v, int from) {
   return v;
 }
 
-// Step-interleaved bytes of one segment record's quants -> u[S] (step k = 4 bytes × 16 rows).
-template <PackedBits B, int S>
-inline void load_quants(const uint8_t* q, __m512i* u) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  if constexpr (B == PackedBits::B8) {
-    for (int k = 0; k < S; ++k) u[k] = load512(q + 64 * k);
-  } else if constexpr (B == PackedBits::B2) {
-    const __m512i v = load512(q);
-    const __m512i m2 = _mm512_set1_epi8(3);
-    for (int k = 0; k < S; ++k) u[k] = _mm512_and_si512(_mm512_srli_epi16(v, 2 * k), m2);
-  } else {
-    constexpr int H = S / 2;
-    for (int j = 0; j < H; ++j) {
-      const __m512i v = load512(q + 64 * j);
-      u[j] = _mm512_and_si512(v, m4);
-      u[j + H] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
-    if constexpr (B == PackedBits::B4T) {
-      const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4U)));
-      for (int k = 0; k < S; ++k) u[k] = _mm512_shuffle_epi8(lut, u[k]);
-    } else if constexpr (B == PackedBits::B5) {
-      // Bit k of hi[i] moved to bit 4 (16-bit shifts: what crosses into the next byte is
-      // masked off), then or-ed in: u | (hi' & 0x10) in one ternary-logic operation.
-      const __m512i hi = load512(q + 64 * H);
-      const __m512i m = _mm512_set1_epi8(0x10);
-      for (int k = 0; k < S; ++k)
-        u[k] = _mm512_ternarylogic_epi32(u[k], shift_bits<4>(hi, k), m, kOrAnd);
-    } else if constexpr (B == PackedBits::B6) {
-      // Bits 2k, 2k + 1 of hi[i] moved to bits 4, 5, then or-ed in as above.
-      const __m512i hi = load512(q + 64 * H);
-      const __m512i m = _mm512_set1_epi8(0x30);
-      for (int k = 0; k < S; ++k)
-        u[k] = _mm512_ternarylogic_epi32(u[k], shift_bits<4>(hi, 2 * k), m, kOrAnd);
-    }
-  }
-}
-
 // B4 as load_quants, but steps S/2.. hold 16 × the high nibble (the byte masked in place:
 // one operation per vector less, none on the shift port).
 template <int S>
@@ -109,9 +72,17 @@ inline void load_quants_b4_hi16(const uint8_t* q, __m512i* u) {
   }
 }
 
-// Steps j and j + S/2 of a segment record: the two that load_quants takes from one loaded vector
-// in the 4-bit formats (the same bytes as its u[j], u[j + S/2]). hb: the record's high-bit
-// vector (B5, B6; loaded once per segment by the caller, unused otherwise).
+// The high-bit vector of a B5/B6 segment record (after its S/2 low-nibble vectors); zero for the
+// other formats, which have none.
+template <PackedBits B, int S>
+inline __m512i high_bits(const uint8_t* q) {
+  if constexpr (B == PackedBits::B5 || B == PackedBits::B6) return load512(q + 64 * (S / 2));
+  return _mm512_setzero_si512();
+}
+
+// Steps j and j + S/2 of a segment record's quants (step k = 4 bytes × 16 rows), the two that one
+// loaded vector holds in the 4-bit formats. hb: the record's high-bit vector (high_bits; B5, B6
+// only, unused otherwise), loaded once per segment by the caller.
 template <PackedBits B, int S>
 inline void quant_pair(const uint8_t* q, int j, __m512i hb, __m512i& lo, __m512i& hi) {
   constexpr int H = S / 2;
@@ -142,6 +113,13 @@ inline void quant_pair(const uint8_t* q, int j, __m512i hb, __m512i& lo, __m512i
       hi = _mm512_ternarylogic_epi32(hi, shift_bits<4>(hb, 2 * (j + H)), m, kOrAnd);
     }
   }
+}
+
+// Step-interleaved bytes of one segment record's quants -> u[S], a step pair at a time.
+template <PackedBits B, int S>
+inline void load_quants(const uint8_t* q, __m512i* u) {
+  const __m512i hb = high_bits<B, S>(q);
+  for (int j = 0; j < S / 2; ++j) quant_pair<B, S>(q, j, hb, u[j], u[j + S / 2]);
 }
 
 template <PackedBits B, int S>
@@ -419,8 +397,7 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
         // accumulators alone outnumber the 32 registers and some spill; two panels still
         // measured faster there.) Integer sums are exact, so ia is the same in any step order.
         __m512i hb[MR];
-        for (int m = 0; m < MR; ++m)
-          hb[m] = (B == PackedBits::B5 || B == PackedBits::B6) ? load512(q[m] + 64 * (S / 2)) : _mm512_setzero_si512();
+        for (int m = 0; m < MR; ++m) hb[m] = high_bits<B, S>(q[m]);
         for (int j = 0; j < S / 2; ++j) {
           __m512i lo[MR], hi[MR];
           for (int m = 0; m < MR; ++m) quant_pair<B, S>(q[m], j, hb[m], lo[m], hi[m]);
