@@ -55,7 +55,7 @@ if [ -z "$CXX_FUZZ" ] || ! "$CXX_FUZZ" -fsanitize=fuzzer,address,undefined "$pro
   exit 0
 fi
 
-echo "== building fuzz targets${TEST_REGEX:+ and ${#TEST_TARGETS[@]} test files} with $CXX_FUZZ (build-fuzz/, -O1)"
+echo "== building fuzz targets${TEST_REGEX:+ and ${#TEST_TARGETS[@]} test files} with $CXX_FUZZ (build-fuzz/, -O1; the layers no fuzz target links at -O0)"
 # -O1: libFuzzer's recommended level, and a third faster to compile than -O2 under the sanitizers.
 # -gline-tables-only: the reports' stack frames keep their file:line; full -g cost 13% more
 # compile time (clang 14) and much longer links.
