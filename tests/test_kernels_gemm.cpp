@@ -191,11 +191,12 @@ void check_level(SimdLevel level) {
   // Decode (1-2), the small-batch class (3-64: every tile remainder of the levels' token
   // tiles, odd counts, 16-32 sequences of batched decode, its 64 limit) and prefill (65+).
   const std::vector<int64_t> kTokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 17, 23, 24, 31, 32, 33, 37, 63, 64, 65};
-  // The scalar level has no token tiles (gemm_panels_scalar runs one token at a time, whatever
-  // the count), so only the counts where the dispatch around it changes class are its own: one,
-  // two, the small-batch class's first, last and an odd one, and prefill. The rest cost the
-  // sanitized and emulated CI stages most of this test's time (40 s under ASan, 31 s under
-  // qemu-aarch64) and test nothing the others do not.
+  // The scalar level has no token tiles: gemm_panels_scalar runs one token at a time whatever
+  // the count, and around it matmul_packed_multi looks at the count only to split the activation
+  // packing over the threads. So it runs a few counts from each part of the list (one, two, small
+  // batches with odd ones among them, 64, 65); the rest cost the sanitized and emulated CI stages
+  // most of this test's time (40 s under ASan, 31 s under qemu-aarch64) and test nothing the
+  // others do not.
   const std::vector<int64_t> kScalarTokens = {1, 2, 3, 9, 17, 33, 37, 64, 65};
   const std::vector<int64_t>& tokens = level == SimdLevel::Scalar ? kScalarTokens : kTokens;
   std::vector<std::unique_ptr<ThreadPool>> pools;

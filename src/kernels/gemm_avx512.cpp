@@ -295,13 +295,14 @@ void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLa
     pf += slice;
     pf_bytes -= slice;
   }
+  // The remainder tile takes what is left of the range (nothing once a whole tile has run).
   static_assert(kNR <= 6, "the remainder switch below covers 1..5 tokens");
   switch (n_tokens - t) {
-    case 5: tile<MR, 5, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, 0); break;
-    case 4: tile<MR, 4, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, 0); break;
-    case 3: tile<MR, 3, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, 0); break;
-    case 2: tile<MR, 2, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, 0); break;
-    case 1: tile<MR, 1, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, 0); break;
+    case 5: tile<MR, 5, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 4: tile<MR, 4, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 3: tile<MR, 3, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 2: tile<MR, 2, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 1: tile<MR, 1, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
     default: break;
   }
 }
