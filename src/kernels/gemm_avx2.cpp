@@ -26,6 +26,10 @@ namespace ubatch::kernels::detail {
 namespace {
 
 constexpr int kNR = 2;  // tokens per tile
+// The unpacker prefetches the packed bytes this far ahead, into L2 (prefetcht1): into L1
+// (prefetcht0) one token was 30% slower on the Zen 4 VM (UBATCH_SIMD=avx2 bench_matmul Q4_K
+// 32768 4096 2 1, five interleaved rounds, best call 5.2-6.5 ms into L1, 3.5-3.9 ms into L2;
+// four tokens 6.4-7.3 and 5.9-7.6 ms: docs/BENCHMARKS.md, "No L1 prefetch in the decode tile").
 constexpr int64_t kPrefetchBytes = 4096;
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -79,7 +83,7 @@ void unpack_blocks_t(const PackedWeight& w, int64_t p, int64_t b0, int64_t b1, u
     const uint8_t* block = panel + b * f.block_bytes;
     for (int64_t off = 0; off < f.block_bytes; off += 64) {
       const char* pf = reinterpret_cast<const char*>(block) + kPrefetchBytes + off;
-      if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
+      if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T1);
     }
     for (int h = 0; h < 2; ++h) {
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * h)));

@@ -9,8 +9,10 @@
 // read once per tile from the scratch, activations once per panel pair.
 //
 // Up to eight tokens (decode, small batches) skip the scratch: fused_tile unpacks the quants in
-// registers straight from the packed stream, prefetched 4 KiB ahead into L1 and 32 KiB ahead
-// into L2. A decode step is all fused_tile (91% of a LLaMA-2-7B Q4_K_M tg64 profile), and on
+// registers straight from the packed stream, prefetched 32 KiB ahead into L2 (and not into L1:
+// on the Zen 4 VM the L1 prefetches made one token 17% and four 19% slower, measured with
+// bench_matmul Q4_K 32768 4096 2 1|4; docs/BENCHMARKS.md, "No L1 prefetch in the decode tile").
+// A decode step is all fused_tile (91% of a LLaMA-2-7B Q4_K_M tg64 profile), and on
 // Ice Lake its 512-bit operations issue on two ports only, so it counts operations: the format's
 // record sizes and K-quant-ness are template constants (no branch, pointers in registers), B4's
 // high nibbles are masked in place (16 × the value, one shift per segment instead of one per
@@ -42,8 +44,8 @@ namespace {
 // interleaved rounds: Q4_K 3.85 -> 3.58 ms, Q6_K 4.36 -> 4.04, Q8_0 3.84 -> 3.68 against 4 tokens
 // (docs/BENCHMARKS.md, "Six tokens per prefill tile").
 constexpr int kNR = 6;
-constexpr int64_t kPrefetchBytes = 4096; // how far ahead the packed weights are prefetched
-constexpr int64_t kPrefetchL2Bytes = 32768; // decode: also into L2, further ahead (more misses in flight per core)
+constexpr int64_t kPrefetchBytes = 4096; // prefill: how far ahead unpacking prefetches into L1
+constexpr int64_t kPrefetchL2Bytes = 32768; // decode: how far ahead fused_tile prefetches into L2 (more misses in flight per core)
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 inline void store512(void* p, __m512i v) { _mm512_storeu_si512(p, v); }
@@ -332,25 +334,20 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   // read again for each pair of tokens, where the cursors' prefetches are merely wasted). A prefetch that runs past the end of
   // panel p + m continues into panel p + m + MR, not into p + m + 1 (which the next stream is
   // reading now): with panels longer than the prefetch distance (K = 4,096 Q4_K: 36 KiB) the
-  // second stream would otherwise start every panel without anything prefetched. Distances are
-  // whole block records (the same count of bytes, rounded up).
-  const int64_t ahead_l1 = (kPrefetchBytes / MR + f.block_bytes - 1) / f.block_bytes;
+  // second stream would otherwise start every panel without anything prefetched. The distance is
+  // whole block records (the same count of bytes, rounded up). Into L2 only: L1 prefetches a
+  // few KiB ahead as well took the core's miss slots from the demand loads (Zen 4: one token
+  // 17% slower, the file header says where measured).
   const int64_t ahead_l2 = (kPrefetchL2Bytes / MR + f.block_bytes - 1) / f.block_bytes;
   struct Cursor {  // the block record `ahead` records further along stream m
     int64_t panel, blk;
   };
-  Cursor c1[MR], c2[MR];
-  for (int m = 0; m < MR; ++m) {
-    c1[m] = {p + m + ahead_l1 / n_blocks * MR, ahead_l1 % n_blocks};
-    c2[m] = {p + m + ahead_l2 / n_blocks * MR, ahead_l2 % n_blocks};
-  }
-  auto prefetch_next = [&](Cursor& c, int hint) {
+  Cursor c2[MR];
+  for (int m = 0; m < MR; ++m) c2[m] = {p + m + ahead_l2 / n_blocks * MR, ahead_l2 % n_blocks};
+  auto prefetch_next = [&](Cursor& c) {
     if (c.panel < w.n_panels) {
       const char* base = reinterpret_cast<const char*>(w.panel(c.panel)) + c.blk * f.block_bytes;
-      for (int64_t off = 0; off < f.block_bytes; off += 64) {
-        if (hint == 0) _mm_prefetch(base + off, _MM_HINT_T0);
-        else _mm_prefetch(base + off, _MM_HINT_T1);
-      }
+      for (int64_t off = 0; off < f.block_bytes; off += 64) _mm_prefetch(base + off, _MM_HINT_T1);
     }
     if (++c.blk == n_blocks) c.blk = 0, c.panel += MR;
   };
@@ -361,8 +358,7 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
     __m512 d[MR], mn[MR];
     for (int m = 0; m < MR; ++m) {
       block[m] = w.panel(p + m) + b * f.block_bytes;
-      prefetch_next(c1[m], 0);
-      prefetch_next(c2[m], 1);
+      prefetch_next(c2[m]);
       d[m] = header_d(block[m]);
       mn[m] = header_m(f, block[m]);
     }
