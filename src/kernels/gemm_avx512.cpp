@@ -339,11 +339,11 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   // few KiB ahead as well took the core's miss slots from the demand loads (Zen 4: one token
   // 17% slower, the file header says where measured).
   const int64_t ahead_l2 = (kPrefetchL2Bytes / MR + f.block_bytes - 1) / f.block_bytes;
-  struct Cursor {  // the block record `ahead` records further along stream m
+  struct Cursor {  // the block record ahead_l2 records further along stream m
     int64_t panel, blk;
   };
-  Cursor c2[MR];
-  for (int m = 0; m < MR; ++m) c2[m] = {p + m + ahead_l2 / n_blocks * MR, ahead_l2 % n_blocks};
+  Cursor cursor[MR];
+  for (int m = 0; m < MR; ++m) cursor[m] = {p + m + ahead_l2 / n_blocks * MR, ahead_l2 % n_blocks};
   auto prefetch_next = [&](Cursor& c) {
     if (c.panel < w.n_panels) {
       const char* base = reinterpret_cast<const char*>(w.panel(c.panel)) + c.blk * f.block_bytes;
@@ -358,7 +358,7 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
     __m512 d[MR], mn[MR];
     for (int m = 0; m < MR; ++m) {
       block[m] = w.panel(p + m) + b * f.block_bytes;
-      prefetch_next(c2[m]);
+      prefetch_next(cursor[m]);
       d[m] = header_d(block[m]);
       mn[m] = header_m(f, block[m]);
     }
