@@ -68,6 +68,9 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t n_in, int64_t n_out) {
     case TensorType::Q2_K: set(80); set(82); break;
     case TensorType::Q3_K: set(108); break;
     case TensorType::Q6_K: set(208); break;
+    case TensorType::MXFP4:  // the E8M0 scale byte: 2^(120 - 127)
+      for (int64_t b = 0; b < n_in * n_out / tr->block_size; ++b) data[b * tr->type_size] = 120;
+      break;
     case TensorType::F16:
       for (int64_t i = 0; i < n_in * n_out; ++i) std::memcpy(data.data() + 2 * i, &h, 2);
       break;

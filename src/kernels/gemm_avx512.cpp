@@ -8,10 +8,11 @@
 // per accumulator into MR × NR float accumulators that live for the whole row. Weights are
 // read once per tile from the scratch, activations once per panel pair.
 //
-// Up to eight tokens (decode, small batches) skip the scratch: fused_tile unpacks the quants in
-// registers straight from the packed stream, prefetched 32 KiB ahead into L2 (and not into L1:
-// on the Zen 4 VM the L1 prefetches made one token 17% and four 19% slower, measured with
-// bench_matmul Q4_K 32768 4096 2 1|4; docs/BENCHMARKS.md, "No L1 prefetch in the decode tile").
+// Up to eight tokens (decode, small batches; up to 12 or 24 in passes, see kFusedPassTokens)
+// skip the scratch: fused_tile unpacks the quants in registers straight from the packed stream,
+// prefetched 32 KiB ahead into L2 (and not into L1: on the Zen 4 VM the L1 prefetches made one
+// token 17% and four 19% slower, measured with bench_matmul Q4_K 32768 4096 2 1|4;
+// docs/BENCHMARKS.md, "No L1 prefetch in the decode tile").
 // A decode step is all fused_tile (91% of a LLaMA-2-7B Q4_K_M tg64 profile), and on
 // Ice Lake its 512-bit operations issue on two ports only, so it counts operations: the format's
 // record sizes and K-quant-ness are template constants (no branch, pointers in registers), B4's
@@ -448,6 +449,28 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
 // panels per activation broadcast").
 constexpr int kFusedMaxTokens = 8;
 
+// Past eight tokens, fused_tile still beats unpacking into the scratch for a while: the panel
+// pair is run in passes of up to six tokens (seven and eight spill accumulators), the first pass
+// streaming it from memory and the others finding it in L2, where the scratch path pays an
+// unpack pass that a few tiles do not amortize. bench_matmul TYPE N_OUT N_IN 2 9 12 16 24 32
+// (Zen 4, 2 threads, best of five, two interleaved rounds), scratch path -> passes, ms:
+//   Q8_0 201088 x 2880 (gpt-oss's output matrix)  16 tokens 41.2 -> 29.6-30.1, 24: 47.6 -> 43.4, 32: 61.0 -> 60.3
+//   Q8_0 65536 x 1024   9: 3.6-4.1 -> 2.5-2.7, 24: 6.2-6.4 -> 5.8, 32: 7.9 -> 8.1
+//   Q4_0 32768 x 4096   9: 5.6-6.3 -> 4.2-4.5, 24: 10.4-10.7 -> 9.8-10.1
+//   MXFP4 32768 x 2880  9: 3.9-4.2 -> 2.9, 24: 7.4-7.5 -> 7.3-7.4, 32: 9.7 -> 10.0
+//   Q4_K 32768 x 4096   9: 5.7-6.4 -> 4.8-5.5, 12: 6.3-7.6 -> 6.2-6.7, 16: 8.0-8.3 -> 8.4-8.8
+//   Q6_K 32768 x 4096   9: 7.7-8.6 -> 6.1-7.1, 12: 8.2-9.1 -> 7.5-9.5, 16: 10.0-10.9 -> 10.1-12.4
+// The K-quants, whose passes each redo the scale conversion, stop gaining sooner. Either path
+// gives the same bits per row (fused_tile's operations are tile()'s), so the choice is free.
+// Only while a panel pair fits well inside L2 (1 MiB per core on Zen 4, 1.25 MiB on Ice Lake
+// server); longer rows (Q8_0 at K > ~15,000) keep the scratch path past eight tokens.
+constexpr int kFusedPassTokens = 6;
+constexpr int64_t kFusedPassMaxPairBytes = 512 * 1024;
+inline int64_t fused_max_tokens(const PackedWeight& w, bool k_quant) {
+  if (2 * w.panel_bytes > kFusedPassMaxPairBytes) return kFusedMaxTokens;
+  return k_quant ? 12 : 24;
+}
+
 // fused_tile for two panels and 1..8 tokens (the count chosen at run time).
 template <PackedBits B, int S, bool MIN, bool KQ>
 void fused_panels(const PackedWeight& w, int64_t p, const ActLayout& a, const uint8_t* x, int64_t n_tokens,
@@ -476,9 +499,15 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     const int64_t last = p + mr - 1;
     const int rows_last = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - last * kPanelRows));
     float* yp = y + p * kPanelRows;
-    if (n_tokens <= kFusedMaxTokens) {
+    if (n_tokens <= fused_max_tokens(w, KQ)) {
       if (mr == 2) {
-        fused_panels<B, S, MIN, KQ>(w, p, a, x_packed, n_tokens, yp, ldy, rows_last);
+        // Up to kFusedMaxTokens in one pass; more in ceil(n / kFusedPassTokens) passes of as
+        // equal a size as they go, each pass after the first reading the panel pair from L2.
+        const int64_t n_pass = n_tokens <= kFusedMaxTokens ? 1 : (n_tokens + kFusedPassTokens - 1) / kFusedPassTokens;
+        const int64_t per_pass = (n_tokens + n_pass - 1) / n_pass;
+        for (int64_t t = 0; t < n_tokens; t += per_pass)
+          fused_panels<B, S, MIN, KQ>(w, p, a, x_packed + t * a.stride, std::min(per_pass, n_tokens - t),
+                                      yp + t * ldy, ldy, rows_last);
         continue;
       }
       // An odd last panel: its tokens two at a time (the panel stays in L2 after the first
