@@ -1,8 +1,9 @@
 // Micro-benchmark of kernels::attention in a decode step: T sequences, one query token each,
 // over N_CELLS cached cells per sequence, for L layers whose KV caches together exceed the
 // last-level cache (so the K/V rows come from memory, as in a real step). Tasks are dealt to
-// the threads as block_attention.cpp deals them: (token, query head) round-robin. Reports
-// the time per step and the K/V bytes read per second.
+// the threads as block_attention.cpp deals them: (token, heads_per_task heads of one KV head)
+// round-robin (attention_heads_per_task). Reports the time per step and the K/V bytes read per
+// second.
 //
 // Not part of the default build. Build against the kernels library of a build directory:
 //   cmake --build build --target ubatch_kernels
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
   shape.k_row_bytes = shape.v_row_bytes = row_bytes;
 
   ThreadPool pool(threads);
-  const int heads_per_task = T >= 2 * threads ? n_head / n_kv : 1;
+  const int heads_per_task = attention_heads_per_task(n_head, n_kv, T, threads);
   const int n_head_tasks = n_head / heads_per_task;
   auto step = [&] {
     for (int l = 0; l < L; ++l) {

@@ -479,6 +479,23 @@ TEST(KernelsAttention, HeadRangesSplitExactly) {
   }
 }
 
+// The task size callers deal heads in (block_attention.cpp): the largest divisor of the group
+// that leaves four tasks per thread, else one head per task. (Any grouping gives the same bits:
+// HeadRangesSplitExactly.)
+TEST(KernelsAttention, HeadsPerTaskLeavesFourTasksPerThread) {
+  EXPECT_EQ(attention_heads_per_task(32, 8, 1, 2), 4);   // Llama-3-8B, 1 token: 8 tasks of a whole group
+  EXPECT_EQ(attention_heads_per_task(32, 8, 4, 2), 4);
+  EXPECT_EQ(attention_heads_per_task(32, 32, 1, 2), 1);  // no grouped heads
+  EXPECT_EQ(attention_heads_per_task(4, 1, 1, 2), 1);    // 4 heads, 1 token: too few tasks to group
+  EXPECT_EQ(attention_heads_per_task(4, 1, 2, 2), 1);
+  EXPECT_EQ(attention_heads_per_task(4, 1, 4, 2), 2);    // 8 tasks of 2, not 4 of 4
+  EXPECT_EQ(attention_heads_per_task(4, 1, 8, 2), 4);
+  EXPECT_EQ(attention_heads_per_task(64, 8, 1, 2), 8);   // gpt-oss
+  EXPECT_EQ(attention_heads_per_task(14, 2, 1, 1), 1);   // a group of 7: 2 tasks < 4
+  EXPECT_EQ(attention_heads_per_task(14, 2, 2, 1), 7);
+  EXPECT_EQ(attention_heads_per_task(14, 2, 2, 2), 1);   // 7 does not leave 8 tasks, and nothing between 7 and 1 divides 7
+}
+
 // The result depends only on q, the listed cells and their contents: rewriting every other
 // cell, or placing the same cells elsewhere in a bigger cache, changes nothing.
 TEST(KernelsAttention, OnlyListedCellsMatter) {

@@ -45,6 +45,18 @@ void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,
                float* scratch, int head_begin, int head_end);
 
+// How many query heads one task of a step's attention should take (callers deal tasks of
+// (token, heads_per_task consecutive heads of one KV head) to n_threads threads): the largest
+// divisor of the group size n_head / n_kv_head that still leaves at least four tasks per thread
+// for n_tokens tokens, and at least 1. The heads of a task read each K/V row once; the result of
+// every head is the same whatever the grouping.
+inline int attention_heads_per_task(int n_head, int n_kv_head, int64_t n_tokens, int n_threads) {
+  const int group = n_kv_head > 0 ? n_head / n_kv_head : 1;
+  for (int d = group; d > 1; --d)
+    if (group % d == 0 && n_tokens * (n_head / d) >= int64_t{4} * n_threads) return d;
+  return 1;
+}
+
 namespace ref {
 void attention(const AttentionShape& shape, const float* q, const void* k_cache,
                const void* v_cache, const int32_t* cells, int n_cells, float* out,

@@ -136,10 +136,13 @@ class AttentionBlock final : public Block {
     shape.v_row_bytes = kvl.v_row_bytes;
     shape.sinks = sinks_;
     const bool swa = hp.layer_is_swa[il] && hp.sliding_window > 0;
-    // Tasks: (token, query head), or (token, KV head) — the heads sharing a KV head read
-    // each K/V row once — when there are enough tokens to keep every thread busy. A head's
-    // result does not depend on which heads share its pass.
-    const int heads_per_task = T >= 2 * pool.n_threads() ? hp.n_head / hp.n_kv_head : 1;
+    // Tasks: (token, several query heads of one KV head) — the heads of a task read each K/V
+    // row once — as many heads of the group per task as still leave four tasks per thread (down
+    // to one head per task). A head's result does not depend on which heads share its pass.
+    // bench/bench_attention.cpp (32 heads on 8 KV heads, 4,096 cells, one sequence, 2 threads):
+    // one head per task 48.7-49.8 ms per 32-layer step, four 28.7-30.4 (docs/BENCHMARKS.md,
+    // "Grouped heads in one pass for few sequences").
+    const int heads_per_task = kernels::attention_heads_per_task(hp.n_head, hp.n_kv_head, T, pool.n_threads());
     const int n_head_tasks = hp.n_head / heads_per_task;
     const int64_t n_tasks = T * n_head_tasks;
     pool.run([&](int ith, int nth) {
