@@ -46,8 +46,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const TensorType type = kv == "f16" ? TensorType::F16 : kv == "q8_0" ? TensorType::Q8_0 : TensorType::F32;
-  const size_t head_bytes = type == TensorType::F16 ? 2 * size_t(hd) : type == TensorType::F32 ? 4 * size_t(hd)
-                                                                                              : 34 * size_t(hd / 32);
+  const size_t head_bytes = tensor_row_bytes(type, hd);
   const size_t row_bytes = head_bytes * size_t(n_kv);
   const size_t cells_total = size_t(n_cells) * size_t(T);
   const size_t layer_bytes = row_bytes * cells_total;

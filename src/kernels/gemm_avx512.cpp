@@ -494,17 +494,19 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
   const int64_t wstride = unpacked_seg_stride(w.fmt);
   const int64_t pbytes = unpacked_panel_bytes(w.fmt, w.n_in);
   uint8_t* const buf[2] = {scratch, scratch + pbytes};
+  // Tokens per fused pass over a panel pair: all of them up to kFusedMaxTokens, else
+  // ceil(n / kFusedPassTokens) passes of as equal a size as they go, each after the first
+  // reading the pair from L2.
+  const bool fused = n_tokens <= fused_max_tokens(w, KQ);
+  const int64_t n_pass = n_tokens <= kFusedMaxTokens ? 1 : (n_tokens + kFusedPassTokens - 1) / kFusedPassTokens;
+  const int64_t per_pass = (n_tokens + n_pass - 1) / n_pass;
   for (int64_t p = p0; p < p1; p += 2) {
     const int mr = p + 1 < p1 ? 2 : 1;
     const int64_t last = p + mr - 1;
     const int rows_last = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - last * kPanelRows));
     float* yp = y + p * kPanelRows;
-    if (n_tokens <= fused_max_tokens(w, KQ)) {
+    if (fused) {
       if (mr == 2) {
-        // Up to kFusedMaxTokens in one pass; more in ceil(n / kFusedPassTokens) passes of as
-        // equal a size as they go, each pass after the first reading the panel pair from L2.
-        const int64_t n_pass = n_tokens <= kFusedMaxTokens ? 1 : (n_tokens + kFusedPassTokens - 1) / kFusedPassTokens;
-        const int64_t per_pass = (n_tokens + n_pass - 1) / n_pass;
         for (int64_t t = 0; t < n_tokens; t += per_pass)
           fused_panels<B, S, MIN, KQ>(w, p, a, x_packed + t * a.stride, std::min(per_pass, n_tokens - t),
                                       yp + t * ldy, ldy, rows_last);
