@@ -4,7 +4,9 @@
 // a request alone, batched with seven others, and with n = 3 gives the same text, a request
 // preempted for memory resumes identically, and speculation on and off agree; a prompt of many
 // 16-position chunks gives the same log-probabilities whatever the step budget.
+#include <chrono>
 #include <future>
+#include <thread>
 #include <tuple>
 
 #include "test_server_fixture.h"
@@ -101,6 +103,8 @@ TEST_P(ServerHybrid, APreemptedRequestResumesWithTheSameText) {
   o.engine.n_parallel = 2;
   o.engine.n_batch = 64;
   o.n_ctx = 256;  // 16 blocks: two requests of 40 + 150 tokens cannot both stay
+  std::shared_ptr<sched::StepGate> gate = std::make_shared<sched::StepGate>();
+  o.engine.step_gate = gate;
   std::unique_ptr<ServedModel> s = serve_model(path(), o);
   ASSERT_TRUE(s);
   json a = request(3, 150), b = request(4, 150);
@@ -111,8 +115,16 @@ TEST_P(ServerHybrid, APreemptedRequestResumesWithTheSameText) {
   ASSERT_EQ(ra.status, 200) << ra.body;
   ASSERT_EQ(rb.status, 200) << rb.body;
   std::map<std::string, double> before = metrics(s->port);
+  // Both must be in the engine together, however fast the tiny model runs the first one: the
+  // test holds the step gate until the engine has both requests, so neither can finish alone.
+  gate->enter();
   auto fa = std::async(std::launch::async, [&] { return post(s->port, "/v1/completions", a.dump()); });
   auto fb = std::async(std::launch::async, [&] { return post(s->port, "/v1/completions", b.dump()); });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (s->engine->queued() < 2 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GE(s->engine->queued(), 2) << "the two requests did not reach the engine";
+  gate->leave();
   Reply ca = fa.get(), cb = fb.get();
   ASSERT_EQ(ca.status, 200) << ca.body;
   ASSERT_EQ(cb.status, 200) << cb.body;
