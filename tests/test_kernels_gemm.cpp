@@ -314,3 +314,76 @@ TEST(PackedGemm, MultiEqualsSeparateCalls) {
 
 }  // namespace
 }  // namespace ubatch::kernels
+
+namespace ubatch::kernels {
+namespace {
+
+// matmul_grouped: many items (as a mixture-of-experts layer's experts) in two pool jobs, each
+// result the bits of its item run alone with matmul_multi; items differ in type, n_in and
+// token count, and an item without a packed weight sends the whole group down the fallback.
+TEST(PackedGemm, GroupedEqualsSeparateCalls) {
+  struct Spec {
+    TensorType type;
+    int64_t n_in, n_out, n_tokens;
+    int n;  // weights of the item (the same type and n_in: gate/up)
+  };
+  const Spec specs[] = {{TensorType::MXFP4, 256, 48, 1, 2},  {TensorType::Q8_0, 256, 40, 3, 2},
+                        {TensorType::Q4_K, 512, 16, 0, 1},   {TensorType::Q4_K, 512, 32, 6, 2},
+                        {TensorType::Q6_K, 256, 37, 2, 1},   {TensorType::MXFP4, 256, 64, 11, 2},
+                        {TensorType::Q8_0, 512, 17, 24, 1}};
+  const int64_t n_items = sizeof(specs) / sizeof(specs[0]);
+  std::vector<Weights> w;
+  std::vector<std::unique_ptr<PackedWeight>> packed;
+  std::vector<WeightView> views;
+  for (int64_t g = 0; g < n_items; ++g)
+    for (int i = 0; i < specs[g].n; ++i) {
+      const Spec& s = specs[g];
+      w.push_back(random_weights(s.type, s.n_in, s.n_out, 70u + static_cast<uint32_t>(w.size())));
+      auto pw = pack_weight(s.type, w.back().data.data(), s.n_in, s.n_out);
+      ASSERT_TRUE(pw.is_ok());
+      packed.push_back(std::move(pw.value()));
+    }
+  for (size_t k = 0; k < w.size(); ++k) {
+    views.push_back(w[k].view);
+    views.back().packed = packed[k].get();
+  }
+  std::vector<std::vector<float>> xs;
+  for (int64_t g = 0; g < n_items; ++g) xs.push_back(random_x(specs[g].n_tokens, specs[g].n_in, 80u + static_cast<uint32_t>(g)));
+  for (bool with_plain : {false, true}) {
+    WeightView plain = w[0].view;  // item 0's first weight without its packed copy
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<MatmulGroupItem> items(static_cast<size_t>(n_items));
+      std::vector<std::vector<float>> alone, grouped;
+      size_t k = 0;
+      for (int64_t g = 0; g < n_items; ++g) {
+        MatmulGroupItem& it = items[static_cast<size_t>(g)];
+        it.n = specs[g].n;
+        it.x = xs[static_cast<size_t>(g)].data();
+        it.n_tokens = specs[g].n_tokens;
+        for (int i = 0; i < it.n; ++i, ++k) {
+          it.ws[i] = with_plain && k == 0 ? &plain : &views[k];
+          alone.emplace_back(static_cast<size_t>(specs[g].n_tokens * specs[g].n_out), 1.0f);
+          grouped.emplace_back(alone.back().size(), 2.0f);
+          it.ys[i] = grouped.back().data();
+        }
+      }
+      k = 0;
+      for (int64_t g = 0; g < n_items; ++g) {
+        float* ys[4];
+        for (int i = 0; i < items[static_cast<size_t>(g)].n; ++i) ys[i] = alone[k + static_cast<size_t>(i)].data();
+        if (specs[g].n_tokens > 0)
+          matmul_multi(items[static_cast<size_t>(g)].ws, ys, specs[g].n, xs[static_cast<size_t>(g)].data(),
+                       specs[g].n_tokens, pool);
+        k += static_cast<size_t>(specs[g].n);
+      }
+      matmul_grouped(items.data(), n_items, pool);
+      for (size_t j = 0; j < alone.size(); ++j)
+        ASSERT_EQ(0, std::memcmp(alone[j].data(), grouped[j].data(), alone[j].size() * sizeof(float)))
+            << "threads " << threads << " product " << j << (with_plain ? " (fallback)" : "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ubatch::kernels

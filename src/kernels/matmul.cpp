@@ -148,6 +148,8 @@ thread_local Scratch t_gemm_scratch;  // per thread: unpacked weight panels
 
 }  // namespace
 
+uint8_t* thread_gemm_scratch(size_t bytes) { return t_gemm_scratch.get(bytes); }
+
 void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64_t n_tokens,
                    float* y, ThreadPool& pool) {
   const PackedWeight* ws[1] = {&w};

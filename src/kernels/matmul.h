@@ -87,6 +87,24 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
 void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const float* x,
                   int64_t n_tokens, ThreadPool& pool);
 
+// One item of matmul_grouped: y_i = x · W_iᵀ for i < n (n <= 4, every W_i with the same n_in),
+// x: [n_tokens, n_in] f32, y_i: [n_tokens, W_i.n_out] f32 (row-major, dense).
+struct MatmulGroupItem {
+  const WeightView* ws[4] = {};
+  float* ys[4] = {};
+  int n = 0;
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+};
+
+// Many independent products in two hand-offs to the pool — one quantizes every item's
+// activations, one runs every item's panels, dealt to the threads as one list — instead of two
+// per item (a mixture-of-experts layer: one item per expert with the tokens routed to it). Each
+// y_i is bit-identical to matmul_multi on its item alone (which the fallback runs, item after
+// item, when a weight has no packed copy). Items may differ in n_in and n_tokens; n_tokens 0
+// is skipped.
+void matmul_grouped(const MatmulGroupItem* items, int64_t n_items, ThreadPool& pool);
+
 // The scalar reference, from the GGUF blocks (not the packed copy): every level gives its
 // bits exactly (tests/test_kernels_gemm.cpp, test_kernels_matmul_float.cpp).
 void matmul_reference(const WeightView& w, const float* x, int64_t n_tokens, float* y);

@@ -63,6 +63,9 @@ void matmul_packed(SimdLevel level, const PackedWeight& w, const float* x, int64
 constexpr int kMaxMulti = 4;
 void matmul_packed_multi(SimdLevel level, const PackedWeight* const* ws, float* const* ys, int n,
                          const float* x, int64_t n_tokens, ThreadPool& pool);
+// The calling thread's scratch for gemm's unpacked panels (at least `bytes`, 64-byte aligned;
+// valid until that thread's next call).
+uint8_t* thread_gemm_scratch(size_t bytes);
 // The level matmul() uses on this machine for a call with n_tokens rows (the plan of
 // matmul_levels() in matmul.h).
 SimdLevel matmul_level(int64_t n_tokens);

@@ -56,11 +56,17 @@ struct ForwardPass {
   // a hand-off. Row results do not depend on the split.
   template <class F>
   void per_token(const F& fn) const {
-    if (T < 8 || pool.n_threads() == 1) return fn(int64_t{0}, T);
+    per_row(T, fn);
+  }
+  // The same over any n rows [0, n) (a block's own row list, e.g. the MoE block's gathered
+  // (token, expert) rows).
+  template <class F>
+  void per_row(int64_t n, const F& fn) const {
+    if (n < 8 || pool.n_threads() == 1) return fn(int64_t{0}, n);
     pool.run([&](int ith, int nth) {
-      int64_t t0, t1;
-      kernels::ThreadPool::split(T, ith, nth, t0, t1);
-      if (t0 < t1) fn(t0, t1);
+      int64_t r0, r1;
+      kernels::ThreadPool::split(n, ith, nth, r0, r1);
+      if (r0 < r1) fn(r0, r1);
     });
   }
 };

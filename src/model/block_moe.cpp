@@ -121,28 +121,54 @@ class MoeFfnBlock final : public Block {
       for (int64_t i = 0; i < T * K; ++i) rows_[static_cast<size_t>(fill[sel_[i]]++)] = i;  // i = t·K + slot
     }
 
-    float* xg = fp.scratch.get(Scratch::kProj1, T * E);     // [n_e, n_embd] gathered inputs
-    float* g = fp.scratch.get(Scratch::kGate, T * F);       // [n_e, n_ff_exp]
-    float* u = fp.scratch.get(Scratch::kUp, T * F);         // [n_e, n_ff_exp]
-    float* yg = fp.scratch.get(Scratch::kProj2, T * E);     // [n_e, n_embd]
-    float* ys = fp.scratch.get(Scratch::kProj3, T * K * E); // [T, K, n_embd] per (token, slot)
+    // Every touched expert at once: rows gathered in group order, then two grouped products
+    // (gate/up, down), each one hand-off to the pool for all experts (kernels::matmul_grouped).
+    const int64_t R = T * K;
+    float* xg = fp.scratch.get(Scratch::kProj1, R * E);  // [R, n_embd] gathered inputs
+    float* g = fp.scratch.get(Scratch::kGate, R * F);    // [R, n_ff_exp]
+    float* u = fp.scratch.get(Scratch::kUp, R * F);      // [R, n_ff_exp]
+    float* yg = fp.scratch.get(Scratch::kProj2, R * E);  // [R, n_embd] per (token, slot), group order
+    pos_.resize(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) pos_[static_cast<size_t>(rows_[r])] = r;
+    expert_of_.resize(static_cast<size_t>(R));
+    items_.clear();
     for (int64_t e = 0; e < X; ++e) {
       const int64_t r0 = count_[e], n = count_[e + 1] - r0;
       if (n == 0) continue;
-      const int64_t* rows = &rows_[static_cast<size_t>(r0)];
-      for (int64_t r = 0; r < n; ++r) std::memcpy(xg + r * E, fp.xn + (rows[r] / K) * E, sizeof(float) * E);
-      {
-        const kernels::WeightView* ws[2] = {&gate_[e], &up_[e]};
-        float* outs[2] = {g, u};
-        kernels::matmul_multi(ws, outs, 2, xg, n, fp.pool);
-      }
-      activate(hp, e, g, u, n);
-      kernels::matmul(down_[e], g, n, yg, fp.pool);
-      for (int64_t r = 0; r < n; ++r) {
-        float* dst = ys + rows[r] * E;
-        if (down_bias_) kernels::add(yg + r * E, down_bias_ + e * E, dst, E);
-        else std::memcpy(dst, yg + r * E, sizeof(float) * E);
-      }
+      for (int64_t r = r0; r < r0 + n; ++r) expert_of_[static_cast<size_t>(r)] = static_cast<int32_t>(e);
+      kernels::MatmulGroupItem it;
+      it.n = 2;
+      it.ws[0] = &gate_[e];
+      it.ws[1] = &up_[e];
+      it.ys[0] = g + r0 * F;
+      it.ys[1] = u + r0 * F;
+      it.x = xg + r0 * E;
+      it.n_tokens = n;
+      items_.push_back(it);
+    }
+    fp.per_row(R, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) std::memcpy(xg + r * E, fp.xn + (rows_[r] / K) * E, sizeof(float) * E);
+    });
+    kernels::matmul_grouped(items_.data(), static_cast<int64_t>(items_.size()), fp.pool);
+    fp.per_row(R, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) activate(hp, expert_of_[static_cast<size_t>(r)], g + r * F, u + r * F);
+    });
+    for (kernels::MatmulGroupItem& it : items_) {
+      const int64_t r0 = (it.x - xg) / E;
+      const int64_t e = expert_of_[static_cast<size_t>(r0)];
+      it.n = 1;
+      it.ws[0] = &down_[e];
+      it.ys[0] = yg + r0 * E;
+      it.ws[1] = nullptr;
+      it.ys[1] = nullptr;
+      it.x = g + r0 * F;
+    }
+    kernels::matmul_grouped(items_.data(), static_cast<int64_t>(items_.size()), fp.pool);
+    if (down_bias_) {
+      fp.per_row(R, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          kernels::add(yg + r * E, down_bias_ + expert_of_[static_cast<size_t>(r)] * E, yg + r * E, E);
+      });
     }
 
     // The shared expert over every token: sh [T, n_embd] and its gate logit sg [T].
@@ -174,7 +200,7 @@ class MoeFfnBlock final : public Block {
         float* o = fp.out + t * E;
         for (int64_t j = 0; j < K; ++j) {
           const float w = wsel_[t * K + j];
-          const float* y = ys + (t * K + j) * E;
+          const float* y = yg + pos_[static_cast<size_t>(t * K + j)] * E;
           if (j == 0) {
             for (int64_t i = 0; i < E; ++i) o[i] = w * y[i];
           } else {
@@ -217,24 +243,20 @@ class MoeFfnBlock final : public Block {
     }
   }
 
-  // g[r] = act(g[r] (+ bias), u[r] (+ bias)) for the n rows of expert e.
-  void activate(const HParams& hp, int64_t e, float* g, float* u, int64_t n) const {
+  // gr = act(gr (+ bias), ur (+ bias)): one row of expert e ([n_ff_exp] each).
+  void activate(const HParams& hp, int64_t e, float* gr, float* ur) const {
     const int64_t F = hp.n_ff_exp;
-    for (int64_t r = 0; r < n; ++r) {
-      float* gr = g + r * F;
-      float* ur = u + r * F;
-      if (gate_bias_) kernels::add(gr, gate_bias_ + e * F, gr, F);
-      if (up_bias_) kernels::add(ur, up_bias_ + e * F, ur, F);
-      if (hp.moe_clamped_swiglu) {
-        for (int64_t i = 0; i < F; ++i) {
-          const float gc = std::min(gr[i], kMoeSwigluLimit);
-          const float uc = std::clamp(ur[i], -kMoeSwigluLimit, kMoeSwigluLimit);
-          gr[i] = gc * kernels::sigmoid(kMoeSwigluAlpha * gc) * (uc + 1.0f);
-        }
-      } else {
-        kernels::silu(gr, gr, F);
-        kernels::mul(gr, ur, gr, F);
+    if (gate_bias_) kernels::add(gr, gate_bias_ + e * F, gr, F);
+    if (up_bias_) kernels::add(ur, up_bias_ + e * F, ur, F);
+    if (hp.moe_clamped_swiglu) {
+      for (int64_t i = 0; i < F; ++i) {
+        const float gc = std::min(gr[i], kMoeSwigluLimit);
+        const float uc = std::clamp(ur[i], -kMoeSwigluLimit, kMoeSwigluLimit);
+        gr[i] = gc * kernels::sigmoid(kMoeSwigluAlpha * gc) * (uc + 1.0f);
       }
+    } else {
+      kernels::silu(gr, gr, F);
+      kernels::mul(gr, ur, gr, F);
     }
   }
 
@@ -252,6 +274,9 @@ class MoeFfnBlock final : public Block {
   std::vector<float> wsel_;    // [T, K] their weights
   std::vector<int64_t> count_; // [n_expert + 1] group starts in rows_
   std::vector<int64_t> rows_;  // [T·K] (token·K + slot), grouped by expert
+  std::vector<int64_t> pos_;   // [T·K] inverse of rows_: the group-order row of (token·K + slot)
+  std::vector<int32_t> expert_of_;  // [T·K] the expert of each group-order row
+  std::vector<kernels::MatmulGroupItem> items_;  // one per touched expert
 };
 
 }  // namespace
