@@ -222,14 +222,68 @@ def metadata(s, shape, wtype):
                (a + ".rope.scaling.factor", "f32", s["yarn_factor"]),
                (a + ".rope.scaling.original_context_length", "u32", s["yarn_orig"])]
     n = s["n_vocab"]
-    toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)]
-    toks += ["t%d" % i for i in range(n - len(toks))]
+    toks, scores = vocabulary(n)
     kv += [("tokenizer.ggml.model", "str", "llama"), ("tokenizer.ggml.pre", "str", "default"),
-           ("tokenizer.ggml.tokens", "strs", toks), ("tokenizer.ggml.scores", "f32s", [0.0] * n),
+           ("tokenizer.ggml.tokens", "strs", toks), ("tokenizer.ggml.scores", "f32s", scores),
            ("tokenizer.ggml.token_type", "i32s", [2, 3, 3] + [6] * 256 + [1] * (n - 259)),
            ("tokenizer.ggml.unknown_token_id", "u32", 0), ("tokenizer.ggml.bos_token_id", "u32", 1),
            ("tokenizer.ggml.eos_token_id", "u32", 2)]
     return kv
+
+
+# Common English words, each a single token of the vocabulary below, as each is in the real
+# models' vocabularies: `ubatch load`'s synthetic prompts are drawn from these words
+# (src/loadgen/prompts.cpp), so that an N-word prompt is N tokens here as it is on a real model.
+WORDS = """the of and to in is was for on that with as it at by from his her they this be are or an
+had not but one all were we when there can been has more if no out so what up its about into than
+them only other new some time could these two may first then do any like my now over such our man
+me even most made after also did many before must through back years where much your way well
+down should because each just those people how too little state good very make world still own
+see men work long get here between both life being under never day same another know while last
+might us great old year off come since against go came right used take three house water city
+light story small river which their will would said who has him she you how said out use word
+number part place where help line turn cause much mean move show form think sentence set tell
+point home page letter answer found study learn plant cover food sun four thought let keep eye
+near tree start earth head open seem together next white children begin walk example paper group
+always music mark often until mile night car feet care second book carry took science eat room
+friend began idea fish mountain stop once base hear horse cut sure watch color face wood main
+enough plain girl usual young ready above ever red list though feel talk bird soon body dog
+family direct pose leave song measure door product black short numeral class wind question happen
+complete ship area half rock order fire south problem piece told knew pass farm top whole king
+size heard best hour better true during hundred five remember step early hold west ground interest
+reach fast verb sing listen six table travel less morning ten simple several vowel toward war lay
+pattern slow center love person money serve appear road map rain rule govern pull cold notice
+voice unit power town fine certain fly fall lead cry dark machine note wait plan figure star box
+noun field rest correct able pound done beauty drive stood contain front teach week final gave
+green quick develop ocean warm free minute strong special mind behind clear tail produce fact
+street inch multiply nothing course stay wheel full force blue object decide surface deep moon
+island foot system busy test record boat common gold possible plane stead dry wonder laugh
+thousand ago ran check game shape equate hot miss brought heat snow tire bring yes distant fill
+east paint language among""".split()
+
+
+def vocabulary(n):
+    """An SPM ("llama") vocabulary of n pieces: <unk>, <s>, </s>, the 256 byte pieces, then every
+    prefix of "\u2581word" for the common words (the merges a sentencepiece tokenizer needs to
+    reach a whole word, highest score first for the longest), then filler pieces "tN" that no
+    English text produces. Text of those words tokenizes one token per word, as on the real
+    vocabularies; any other text falls back to bytes."""
+    toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)]
+    scores = [0.0] * len(toks)
+    pieces = {}
+    for w in dict.fromkeys(WORDS):
+        word = "\u2581" + w
+        for end in range(2, len(word) + 1):
+            pieces.setdefault(word[:end], -1000.0 + end)
+    pieces.setdefault("\u2581", -1000.0)
+    for piece, score in pieces.items():
+        if len(toks) < n:
+            toks.append(piece)
+            scores.append(score)
+    filler = n - len(toks)
+    toks += ["t%d" % i for i in range(filler)]
+    scores += [-2000.0] * filler
+    return toks, scores
 
 
 POOL_BLOCKS = 8192
