@@ -132,6 +132,7 @@ class MoeFfnBlock final : public Block {
     for (int64_t r = 0; r < R; ++r) pos_[static_cast<size_t>(rows_[r])] = r;
     expert_of_.resize(static_cast<size_t>(R));
     items_.clear();
+    item_row_.clear();
     for (int64_t e = 0; e < X; ++e) {
       const int64_t r0 = count_[e], n = count_[e + 1] - r0;
       if (n == 0) continue;
@@ -145,6 +146,7 @@ class MoeFfnBlock final : public Block {
       it.x = xg + r0 * E;
       it.n_tokens = n;
       items_.push_back(it);
+      item_row_.push_back(r0);
     }
     fp.per_row(R, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) std::memcpy(xg + r * E, fp.xn + (rows_[r] / K) * E, sizeof(float) * E);
@@ -153,8 +155,9 @@ class MoeFfnBlock final : public Block {
     fp.per_row(R, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) activate(hp, expert_of_[static_cast<size_t>(r)], g + r * F, u + r * F);
     });
-    for (kernels::MatmulGroupItem& it : items_) {
-      const int64_t r0 = (it.x - xg) / E;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      kernels::MatmulGroupItem& it = items_[i];
+      const int64_t r0 = item_row_[i];
       const int64_t e = expert_of_[static_cast<size_t>(r0)];
       it.n = 1;
       it.ws[0] = &down_[e];
@@ -277,6 +280,7 @@ class MoeFfnBlock final : public Block {
   std::vector<int64_t> pos_;   // [T·K] inverse of rows_: the group-order row of (token·K + slot)
   std::vector<int32_t> expert_of_;  // [T·K] the expert of each group-order row
   std::vector<kernels::MatmulGroupItem> items_;  // one per touched expert
+  std::vector<int64_t> item_row_;                // [items] its first group-order row
 };
 
 }  // namespace
