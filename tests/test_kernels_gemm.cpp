@@ -330,7 +330,9 @@ TEST(PackedGemm, GroupedEqualsSeparateCalls) {
   const Spec specs[] = {{TensorType::MXFP4, 256, 48, 1, 2},  {TensorType::Q8_0, 256, 40, 3, 2},
                         {TensorType::Q4_K, 512, 16, 0, 1},   {TensorType::Q4_K, 512, 32, 6, 2},
                         {TensorType::Q6_K, 256, 37, 2, 1},   {TensorType::MXFP4, 256, 64, 11, 2},
-                        {TensorType::Q8_0, 512, 17, 24, 1}};
+                        {TensorType::Q8_0, 512, 17, 24, 1},  {TensorType::Q4_K, 1024, 32, 70, 2}};
+  // (The last item alone has more than 2^16 activation values: the activations are then
+  // quantized on the pool, split over the items' rows laid end to end.)
   const int64_t n_items = sizeof(specs) / sizeof(specs[0]);
   std::vector<Weights> w;
   std::vector<std::unique_ptr<PackedWeight>> packed;
@@ -347,12 +349,15 @@ TEST(PackedGemm, GroupedEqualsSeparateCalls) {
     views.push_back(w[k].view);
     views.back().packed = packed[k].get();
   }
-  std::vector<std::vector<float>> xs;
-  for (int64_t g = 0; g < n_items; ++g) xs.push_back(random_x(specs[g].n_tokens, specs[g].n_in, 80u + static_cast<uint32_t>(g)));
   for (bool with_plain : {false, true}) {
     WeightView plain = w[0].view;  // item 0's first weight without its packed copy
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
+      // New activations for each call, so that nothing a previous call left in a buffer can
+      // stand in for what this one must compute.
+      std::vector<std::vector<float>> xs;
+      for (int64_t g = 0; g < n_items; ++g)
+        xs.push_back(random_x(specs[g].n_tokens, specs[g].n_in, 80u + static_cast<uint32_t>(g + 16 * threads)));
       std::vector<MatmulGroupItem> items(static_cast<size_t>(n_items));
       std::vector<std::vector<float>> alone, grouped;
       size_t k = 0;

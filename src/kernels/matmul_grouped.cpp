@@ -46,6 +46,7 @@ void matmul_grouped(const MatmulGroupItem* items, int64_t n_items, ThreadPool& p
   for (int64_t g = 0; g < n_items && all_packed; ++g) {
     const MatmulGroupItem& it = items[g];
     UBATCH_CHECK(it.n >= 0 && it.n <= detail::kMaxMulti && it.n_tokens >= 0);
+    if (it.n_tokens == 0) continue;  // skipped: its weights are not read
     for (int i = 0; i < it.n && all_packed; ++i)
       all_packed = it.ws[i]->packed != nullptr && it.ws[i]->n_out > 0 && it.ws[i]->n_in == it.ws[0]->n_in;
   }
