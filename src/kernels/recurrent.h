@@ -57,6 +57,10 @@ struct DeltaRuleArgs {
   float* o = nullptr;
   int64_t o_stride = 0;
   float* const* snapshots = nullptr;
+  // Optional: the state [d_k, d_v] the caller runs next, prefetched into L2 while this one runs
+  // (decode reads and writes one state per (sequence, head), each once per step: without it every
+  // state starts on a cold miss). Prefetch only: no effect on any result.
+  const float* prefetch = nullptr;
 };
 void delta_rule_tokens(const DeltaRuleArgs& args);
 

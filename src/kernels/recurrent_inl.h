@@ -63,8 +63,14 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
     F p0[M], p1[M], p2[M], p3[M];
     for (int m = 0; m < M; ++m) p0[m] = p1[m] = p2[m] = p3[m] = V::zero();
     int i = 0;
+    // The first token's pass 1 prefetches the next strip's columns of the same rows (rows are
+    // d_v floats apart, so the hardware's streams, which stop at pages, do not follow them).
+    const bool pf_strip = r == 0 && j0 + M * kLanes < d_v;
     for (; i + 4 <= d_k; i += 4) {
       const float* s = S + static_cast<int64_t>(i) * d_v;
+      if (pf_strip)
+        for (int rr = 0; rr < 4; ++rr)
+          for (int m = 0; m < M; ++m) __builtin_prefetch(s + rr * d_v + (M + m) * kLanes, 1, 2);
       const F k0 = V::set1(k[i]), k1 = V::set1(k[i + 1]), k2 = V::set1(k[i + 2]), k3 = V::set1(k[i + 3]);
       for (int m = 0; m < M; ++m) {
         const int c = m * kLanes;
@@ -98,8 +104,13 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
       if (snap) st(snap + off, sv, m);
       acc = V::fma(sv, V::set1(q[row]), acc);
     };
+    // The first token's pass 2 prefetches the same strip of the next state, so that all of it
+    // is on its way by the last strip.
+    const float* const next = r == 0 && a.prefetch ? a.prefetch + j0 : nullptr;
     for (i = 0; i + 4 <= d_k; i += 4)
       for (int m = 0; m < M; ++m) {
+        if (next)
+          for (int rr = 0; rr < 4; ++rr) __builtin_prefetch(next + static_cast<int64_t>(i + rr) * d_v + m * kLanes, 1, 2);
         update(i, p0[m], m);
         update(i + 1, p1[m], m);
         update(i + 2, p2[m], m);

@@ -154,6 +154,11 @@ class DeltaNetBlock final : public Block {
         a.gate_stride = Hv;
         a.o = o + int64_t{h} * d;
         a.o_stride = I;
+        if (task + nth < n_tasks) {  // this thread's next (sequence, head)
+          const int64_t nx = task + nth;
+          a.prefetch = st.seq_state[static_cast<size_t>(nx / Hv)] + off + conv_floats +
+                       static_cast<size_t>(nx % Hv) * head_floats;
+        }
         if (!st.checkpoint.empty()) {
           snaps.assign(rows.size(), nullptr);
           bool any = false;
