@@ -384,8 +384,10 @@ TEST(PackedGemm, GroupedEqualsSeparateCalls) {
       }
       matmul_grouped(items.data(), n_items, pool);
       for (size_t j = 0; j < alone.size(); ++j)
-        ASSERT_EQ(0, std::memcmp(alone[j].data(), grouped[j].data(), alone[j].size() * sizeof(float)))
-            << "threads " << threads << " product " << j << (with_plain ? " (fallback)" : "");
+        if (!alone[j].empty()) {  // (an item of no tokens has empty outputs: memcmp wants real pointers)
+          ASSERT_EQ(0, std::memcmp(alone[j].data(), grouped[j].data(), alone[j].size() * sizeof(float)))
+              << "threads " << threads << " product " << j << (with_plain ? " (fallback)" : "");
+        }
     }
   }
 }
