@@ -185,14 +185,6 @@ inline void attn_accumulate_dims(const AttnAccumArgs& a, int d0) {
 
 constexpr int attn_min(int a, int b) { return a < b ? a : b; }
 
-// Bytes of one KV head's row (head_dim elements) stored as T.
-template <TensorType T>
-constexpr size_t kv_head_bytes(int hd) {
-  return T == TensorType::F32   ? size_t{4} * static_cast<size_t>(hd)
-         : T == TensorType::F16 ? size_t{2} * static_cast<size_t>(hd)
-                                : kQ8Block * static_cast<size_t>(hd / 32);
-}
-
 // Attention prefetches each KV head's row it will read into L2: the K rows kAttnPrefetchCells
 // ahead of the scores, and a block's V rows while its scores run. A head's rows of consecutive
 // cells lie a whole cell apart (all KV heads of a cell are stored together: 8 KiB for
@@ -237,7 +229,7 @@ void attn_heads_pass(const AttentionShape& sh, const float* q, const uint8_t* k_
     m[h] = sink[h] ? sinks[h] : -kInf;
     l[h] = sink[h] ? 1.0 : 0.0;  // e^(σ − m) with m = σ
   }
-  const size_t kv_bytes = kv_head_bytes<T>(hd);
+  const size_t kv_bytes = tensor_row_bytes(T, hd);
   auto prefetch_k = [&](int c) __attribute__((always_inline)) {
     prefetch_kv_row(k_head + static_cast<size_t>(cells[c]) * sh.k_row_bytes, kv_bytes);
   };
@@ -324,7 +316,7 @@ void attention_typed(const AttentionShape& s, const float* q, const void* k_cach
                      int head_begin, int head_end) {
   const int hd = s.head_dim;
   const int group = s.n_head / s.n_kv_head;
-  const size_t head_bytes = kv_head_bytes<T>(hd);
+  const size_t head_bytes = tensor_row_bytes(T, hd);
   const auto* kc = static_cast<const uint8_t*>(k_cache);
   const auto* vc = static_cast<const uint8_t*>(v_cache);
   for (int h0 = head_begin; h0 < head_end;) {

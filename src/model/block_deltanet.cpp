@@ -132,13 +132,15 @@ class DeltaNetBlock final : public Block {
     for (size_t s = 0; s < segments.size(); ++s) split_segments(st, fp.ub.pos, st.seq_rows[s], segments[s]);
     // Phase 2, per (sequence, value head): the delta rule over the sequence's tokens in order.
     const int64_t n_tasks = int64_t{n_seqs} * Hv;
+    // Where value head h's state [d, d] of this layer starts in a sequence's state (or checkpoint).
+    auto head_offset = [&](int64_t h) { return off + conv_floats + static_cast<size_t>(h) * head_floats; };
     fp.pool.run([&](int ith, int nth) {
       std::vector<float*> snaps;
       for (int64_t task = ith; task < n_tasks; task += nth) {
         const int s = static_cast<int>(task / Hv), h = static_cast<int>(task % Hv), kh = h % Hk;
         const std::vector<int32_t>& rows = st.seq_rows[static_cast<size_t>(s)];
-        const size_t s_off = off + conv_floats + static_cast<size_t>(h) * head_floats;
         kernels::DeltaRuleArgs a;
+        const size_t s_off = head_offset(h);
         a.S = st.seq_state[static_cast<size_t>(s)] + s_off;
         a.d_k = d;
         a.d_v = d;
@@ -154,11 +156,8 @@ class DeltaNetBlock final : public Block {
         a.gate_stride = Hv;
         a.o = o + int64_t{h} * d;
         a.o_stride = I;
-        if (task + nth < n_tasks) {  // this thread's next (sequence, head)
-          const int64_t nx = task + nth;
-          a.prefetch = st.seq_state[static_cast<size_t>(nx / Hv)] + off + conv_floats +
-                       static_cast<size_t>(nx % Hv) * head_floats;
-        }
+        if (const int64_t next = task + nth; next < n_tasks)  // this thread's next task
+          a.prefetch = st.seq_state[static_cast<size_t>(next / Hv)] + head_offset(next % Hv);
         if (!st.checkpoint.empty()) {
           snaps.assign(rows.size(), nullptr);
           bool any = false;
