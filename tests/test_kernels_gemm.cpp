@@ -167,8 +167,10 @@ TEST(PackedGemm, SimdActivationPackingMatchesScalar) {
         std::vector<uint8_t> p1(9 * a.stride, 0xAB), p2(9 * a.stride, 0xCD);
         detail::pack_acts(f, a, x.data(), 0, 9, p1.data());
         fn(f, a, x.data(), 0, 9, p2.data());
-        // Compare the defined bytes: xq (with its zero padding), init, dx and (with a min) xs.
+        // Compare the defined bytes: xq (with its zero padding), init, dx and (with a min) xs
+        // (f32 per segment; int16 bsum per segment for the K-quants).
         const size_t n_seg4 = static_cast<size_t>(4 * a.n_seg);
+        const size_t xs_bytes = static_cast<size_t>((f.k_quant ? 2 : 4) * a.n_seg);
         for (int64_t r = 0; r < 9; ++r) {
           const uint8_t* r1 = p1.data() + r * a.stride;
           const uint8_t* r2 = p2.data() + r * a.stride;
@@ -177,7 +179,7 @@ TEST(PackedGemm, SimdActivationPackingMatchesScalar) {
           ASSERT_EQ(0, std::memcmp(r1 + a.init_off, r2 + a.init_off, n_seg4)) << where << " init";
           ASSERT_EQ(0, std::memcmp(r1 + a.dx_off, r2 + a.dx_off, n_seg4)) << where << " dx";
           if (f.has_min) {
-            ASSERT_EQ(0, std::memcmp(r1 + a.xs_off, r2 + a.xs_off, n_seg4)) << where << " xs";
+            ASSERT_EQ(0, std::memcmp(r1 + a.xs_off, r2 + a.xs_off, xs_bytes)) << where << " xs";
           }
         }
       }

@@ -93,18 +93,25 @@ void unpack_blocks_t(const PackedWeight& w, int64_t p, int64_t b0, int64_t b1, u
         uint8_t* o = out + ((b - b0) * segs_per_block + s) * stride;
         const uint8_t* q = block + f.header_bytes + s * f.seg_bytes;
         unpack_quants_half<B, S>(q, o, h);
-        __m256 dw = d, mw = m;
-        if (f.k_quant) {
+        if (f.k_quant) {  // float(sc); d, −dmin and the mn pairs go to the super-block area
           const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes + 8 * h));
-          dw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
-          if (f.has_min) {
-            const __m128i mn = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + f.seg_quant_bytes + 16 + 8 * h));
-            const __m256 prod = _mm256_mul_ps(m, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)));
-            mw = _mm256_xor_ps(prod, _mm256_set1_ps(-0.0f));
-          }
+          _mm256_storeu_ps(reinterpret_cast<float*>(o + 64 * S) + 8 * h, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+          continue;
         }
-        _mm256_storeu_ps(reinterpret_cast<float*>(o + 64 * S) + 8 * h, dw);
-        if (f.has_min) _mm256_storeu_ps(reinterpret_cast<float*>(o + 64 * S + 64) + 8 * h, mw);
+        _mm256_storeu_ps(reinterpret_cast<float*>(o + 64 * S) + 8 * h, d);
+        if (f.has_min) _mm256_storeu_ps(reinterpret_cast<float*>(o + 64 * S + 64) + 8 * h, m);
+      }
+      if (!f.k_quant) continue;
+      uint8_t* ba = out + unpacked_block_off(f, w.n_in) + (b - b0) * unpacked_block_area(f);
+      _mm256_storeu_ps(reinterpret_cast<float*>(ba) + 8 * h, d);
+      if (!f.has_min) continue;
+      _mm256_storeu_ps(reinterpret_cast<float*>(ba + 64) + 8 * h, _mm256_xor_ps(m, _mm256_set1_ps(-0.0f)));
+      for (int j = 0; j < segs_per_block / 2; ++j) {
+        // Rows 8h .. 8h + 7 of segments 2j and 2j + 1: their mn side by side, widened to int16.
+        const uint8_t* mn = block + f.header_bytes + 2 * j * f.seg_bytes + f.seg_quant_bytes + 16 + 8 * h;
+        const __m128i a0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+        const __m128i a1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn + f.seg_bytes));
+        store256(ba + 128 + 64 * j + 32 * h, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a0, a1)));
       }
     }
   }
@@ -141,14 +148,22 @@ inline __m256 bcast_f32(const uint8_t* p) {
 // pair is at most 2 · umax · 127 in magnitude, so G = 1 for Q8_0 (|q| <= 128), 2 for 6-bit
 // (u <= 63: 32,004), 4 for 5-bit (u <= 31: 31,496), 8 for 4-bit (u <= 15: 30,480) and all
 // of a 2-bit segment's 4 steps.
-template <int NR, int S, int G, bool MIN, bool SIGNED>
+// KQ: the K-quant order of gemm_internal.h — per segment bacc = fma(float(ia), float(sc), bacc),
+// per super-block of 64 / S segments the d term and the min term (msum by vpmaddwd of the mn
+// pairs against the bsum words) into acc, which then lives in memory (accm).
+template <int NR, int S, int G, bool MIN, bool SIGNED, bool KQ>
 void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a, const uint8_t* x,
           float* y, int64_t ldy, int rows) {
   static_assert(S % G == 0 && (!SIGNED || G == 1));
-  __m256 acc[2][NR];
+  constexpr int kSegs = 64 / S;
+  constexpr int64_t kArea = 64 + (MIN ? 64 + 32 * kSegs : 0);
+  __m256 acc[2][NR], bacc[2][NR];
+  alignas(32) float accm[KQ ? 2 : 1][KQ ? NR : 1][8];
   for (int h = 0; h < 2; ++h)
-    for (int t = 0; t < NR; ++t)
-      acc[h][t] = _mm256_setzero_ps();
+    for (int t = 0; t < NR; ++t) {
+      acc[h][t] = bacc[h][t] = _mm256_setzero_ps();
+      if constexpr (KQ) _mm256_store_ps(accm[h][t], acc[h][t]);
+    }
   const int64_t xs = a.stride;
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t s = 0; s < n_seg; ++s) {
@@ -185,6 +200,35 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
       for (int h = 0; h < 2; ++h)
         for (int t = 0; t < NR; ++t) ia[h][t] = _mm256_add_epi32(ia[h][t], _mm256_madd_epi16(sum[h][t], ones));
     }
+    if constexpr (KQ) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256 scf = _mm256_load_ps(reinterpret_cast<const float*>(ws + 64 * S) + 8 * h);
+        for (int t = 0; t < NR; ++t) bacc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][t]), scf, bacc[h][t]);
+      }
+      if ((s + 1) % kSegs != 0) continue;
+      const int64_t b = s / kSegs;
+      const uint8_t* ba = wp + n_seg * wstride + b * kArea;
+      for (int h = 0; h < 2; ++h) {
+        const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(ba) + 8 * h);
+        for (int t = 0; t < NR; ++t) {
+          const __m256 dx = bcast_f32(x + t * xs + a.dx_off + 4 * s);
+          __m256 v = _mm256_load_ps(accm[h][t]);
+          v = _mm256_fmadd_ps(bacc[h][t], _mm256_mul_ps(d, dx), v);
+          if constexpr (MIN) {
+            const uint8_t* bs = x + t * xs + a.xs_off + 2 * b * kSegs;
+            __m256i msum = _mm256_setzero_si256();
+            for (int j = 0; j < kSegs / 2; ++j)
+              msum = _mm256_add_epi32(msum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(ba + 128 + 64 * j + 32 * h)),
+                                                              bcast_i32(bs + 4 * j)));
+            const __m256 nd = _mm256_load_ps(reinterpret_cast<const float*>(ba + 64) + 8 * h);
+            v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(nd, dx), v);
+          }
+          _mm256_store_ps(accm[h][t], v);
+          bacc[h][t] = _mm256_setzero_ps();
+        }
+      }
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
       const float* sp = reinterpret_cast<const float*>(ws + 64 * S);
       const __m256 dw = _mm256_load_ps(sp + 8 * h);
@@ -199,6 +243,9 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
       }
     }
   }
+  if constexpr (KQ)
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < NR; ++t) acc[h][t] = _mm256_load_ps(accm[h][t]);
   for (int t = 0; t < NR; ++t) {
     if (rows == kPanelRows) {
       _mm256_storeu_ps(y + t * ldy, acc[0][t]);
@@ -212,7 +259,7 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
   }
 }
 
-template <int S, int G, bool MIN, bool SIGNED>
+template <int S, int G, bool MIN, bool SIGNED, bool KQ>
 void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, int64_t n_tokens,
             float* y, int64_t ldy, int64_t p0, int64_t p1, uint8_t* scratch) {
   assert(!MIN || w.fmt.offset == 0);  // tile(): a type with a min starts its sums at 0
@@ -242,7 +289,7 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
       if (pf)
         for (int64_t i = 0; i < decltype(nr)::value; ++i)
           _mm_prefetch(reinterpret_cast<const char*>(yp + (t + i) * ldy + kPanelRows), _MM_HINT_T0);
-      tile<decltype(nr)::value, S, G, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride,
+      tile<decltype(nr)::value, S, G, MIN, SIGNED, KQ>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride,
                                                    yp + t * ldy, ldy, rows);
     };
     int64_t t = 0;
@@ -303,7 +350,8 @@ void pack_acts_avx2(const PackedFormat& f, const ActLayout& a, const float* x, i
         }
         init[s] = -f.offset * total;
         dx[s] = d;
-        if (f.has_min) xsv[s] = d * static_cast<float>(total);
+        if (f.has_min && f.k_quant) reinterpret_cast<int16_t*>(xsv)[s] = static_cast<int16_t>(total);
+        else if (f.has_min) xsv[s] = d * static_cast<float>(total);
       }
     }
     std::memset(row + n_in, 0, static_cast<size_t>(a.init_off - n_in));
@@ -317,15 +365,17 @@ void gemm_panels_avx2(const PackedWeight& w, const ActLayout& a, const uint8_t* 
   auto run = [&](auto fn) { fn(w, a, x_packed, n_tokens, y, ldy, p0, p1, scratch); };
   switch (f.bits) {
     // Bytes up to 255 would saturate vpmaddubsw: multiply q = u ^ 0x80 as signed.
-    case PackedBits::B8: return f.steps == 8 ? run(gemm_t<8, 1, false, true>) : run(gemm_t<4, 1, false, true>);
-    case PackedBits::B6: return run(gemm_t<4, 2, false, false>);  // Q6_K
-    case PackedBits::B2: return run(gemm_t<4, 4, true, false>);   // Q2_K
+    case PackedBits::B8: return f.steps == 8 ? run(gemm_t<8, 1, false, true, false>) : run(gemm_t<4, 1, false, true, false>);
+    case PackedBits::B6: return run(gemm_t<4, 2, false, false, true>);  // Q6_K
+    case PackedBits::B2: return run(gemm_t<4, 4, true, false, true>);   // Q2_K
     case PackedBits::B5:  // Q5_0, Q5_1, Q5_K
-      return f.has_min ? run(gemm_t<8, 4, true, false>) : run(gemm_t<8, 4, false, false>);
-    case PackedBits::B4T: return run(gemm_t<8, 4, false, false>);  // MXFP4: u <= 24, as 5-bit
+      if (f.k_quant) return run(gemm_t<8, 4, true, false, true>);
+      return f.has_min ? run(gemm_t<8, 4, true, false, false>) : run(gemm_t<8, 4, false, false, false>);
+    case PackedBits::B4T: return run(gemm_t<8, 4, false, false, false>);  // MXFP4: u <= 24, as 5-bit
     case PackedBits::B4:  // Q4_0, Q4_1, Q4_K (S = 8); Q3_K (S = 4, u <= 7)
-      if (f.steps == 4) return f.has_min ? run(gemm_t<4, 4, true, false>) : run(gemm_t<4, 4, false, false>);
-      return f.has_min ? run(gemm_t<8, 8, true, false>) : run(gemm_t<8, 8, false, false>);
+      if (f.steps == 4) return run(gemm_t<4, 4, false, false, true>);
+      if (f.k_quant) return run(gemm_t<8, 8, true, false, true>);
+      return f.has_min ? run(gemm_t<8, 8, true, false, false>) : run(gemm_t<8, 8, false, false, false>);
   }
 }
 

@@ -5,7 +5,12 @@
 // bytes + f32 scales (L1/L2-resident scratch), then for each tile of NR tokens run the
 // micro-kernel: per segment, MR × NR int32 accumulators (16 rows each) take S vpdpbusd with
 // the 4 broadcast activation bytes of the step, then one cvt + mul + fma (+ fma for the min)
-// per accumulator into MR × NR float accumulators that live for the whole row. Weights are
+// per accumulator into MR × NR float accumulators that live for the whole row; for the
+// K-quants one cvt + fma into a super-block accumulator, whose d and min terms join the row's
+// accumulator (then in memory) once per super-block (tile_kq; the min by vpdpwssd).
+// bench_matmul Q4_K 4096 4096 2 1 2 4 (L3-resident, best call) before the integer scales:
+// 0.115 / 0.164 / 0.254 ms, a prototype of them 0.094 / 0.126 / 0.213 (docs/BENCHMARKS.md,
+// "Integer K-quant scales"). Weights are
 // read once per tile from the scratch, activations once per panel pair.
 //
 // Up to eight tokens (decode, small batches; up to 12 or 24 in passes, see kFusedPassTokens)
@@ -155,6 +160,19 @@ inline void seg_scales(const PackedFormat& f, const uint8_t* q, __m512 d, __m512
   else seg_scales_t<true, false>(sc, d, m, dw, mw);
 }
 
+// float(sc) of a K-quant segment record's 16 rows (sc: its sc[16] i8).
+inline __m512 seg_sc(const uint8_t* sc) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
+}
+// The mn of two consecutive K-quant segment records (mn: the first's mn[16] u8; the second's is
+// seg_bytes further) as 16 int16 pairs, one per row: the unpacked panel's mnp vector
+// (packed_weight.h), a vpdpwssd operand against two segments' bsum words.
+inline __m512i mn_pair(const uint8_t* mn, int64_t seg_bytes) {
+  const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mn));
+  const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + seg_bytes));
+  return _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a0, a1), _mm_unpacklo_epi8(a0, a1)));
+}
+
 inline __m512 header_d(const uint8_t* block) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)));
 }
@@ -183,6 +201,22 @@ void unpack_panel_t(const PackedWeight& w, int64_t p, uint8_t* out) {
       if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0);
     }
     const __m512 d = header_d(block), m = header_m(f, block);
+    if (f.k_quant) {
+      for (int s = 0; s < segs_per_block; ++s) {
+        uint8_t* o = out + (b * segs_per_block + s) * stride;
+        const uint8_t* q = block + f.header_bytes + s * f.seg_bytes;
+        unpack_quants<B, S>(q, o);
+        _mm512_storeu_ps(o + 64 * S, seg_sc(q + f.seg_quant_bytes));
+      }
+      uint8_t* ba = out + unpacked_block_off(f, w.n_in) + b * unpacked_block_area(f);
+      _mm512_storeu_ps(ba, d);
+      if (f.has_min) {
+        _mm512_storeu_ps(ba + 64, m);
+        for (int j = 0; j < segs_per_block / 2; ++j)
+          store512(ba + 128 + 64 * j, mn_pair(block + f.header_bytes + 2 * j * f.seg_bytes + f.seg_quant_bytes + 16, f.seg_bytes));
+      }
+      continue;
+    }
     for (int s = 0; s < segs_per_block; ++s) {
       uint8_t* o = out + (b * segs_per_block + s) * stride;
       const uint8_t* q = block + f.header_bytes + s * f.seg_bytes;
@@ -220,6 +254,26 @@ inline __m512 bcast_f32(const uint8_t* p) {
   return _mm512_set1_ps(v);
 }
 
+// One segment's integer dots of the micro-kernels: ia[m][t] = init + Σ u · xq (exact) for MR
+// unpacked panels at w[m] and NR tokens whose int8 activations start at xq (init words at ip),
+// rows xs bytes apart. A type with a min has offset 0, so its sums start from a zero idiom.
+template <int MR, int NR, int S, bool MIN>
+inline void segment_dots(const uint8_t* const* w, const uint8_t* xq, const uint8_t* ip, int64_t xs,
+                         __m512i (&ia)[MR][NR]) {
+  for (int t = 0; t < NR; ++t) {
+    const __m512i init = MIN ? _mm512_setzero_si512() : bcast_i32(ip + t * xs);
+    for (int m = 0; m < MR; ++m) ia[m][t] = init;
+  }
+  for (int k = 0; k < S; ++k) {
+    __m512i wv[MR];
+    for (int m = 0; m < MR; ++m) wv[m] = _mm512_load_si512(w[m] + 64 * k);
+    for (int t = 0; t < NR; ++t) {
+      const __m512i xb = bcast_i32(xq + t * xs + 4 * k);
+      for (int m = 0; m < MR; ++m) ia[m][t] = _mm512_dpbusd_epi32(ia[m][t], wv[m], xb);
+    }
+  }
+}
+
 // The micro-kernel: MR panels × NR tokens, all segments. wp[m]: unpacked panel m;
 // x: the first token's packed row; y: y[t * ldy + 16 m + r] for the tile's first row.
 // The pointers advance by constants each segment (no address arithmetic from s), and a type
@@ -245,18 +299,7 @@ void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLay
   for (int64_t s = 0; s < n_seg; ++s) {
     for (int64_t i = 0; i < pf_per_seg && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
     __m512i ia[MR][NR];
-    for (int t = 0; t < NR; ++t) {
-      const __m512i init = MIN ? _mm512_setzero_si512() : bcast_i32(ip + t * xs);
-      for (int m = 0; m < MR; ++m) ia[m][t] = init;
-    }
-    for (int k = 0; k < S; ++k) {
-      __m512i wv[MR];
-      for (int m = 0; m < MR; ++m) wv[m] = _mm512_load_si512(w[m] + 64 * k);
-      for (int t = 0; t < NR; ++t) {
-        const __m512i xb = bcast_i32(xq + t * xs + 4 * k);
-        for (int m = 0; m < MR; ++m) ia[m][t] = _mm512_dpbusd_epi32(ia[m][t], wv[m], xb);
-      }
-    }
+    segment_dots<MR, NR, S, MIN>(w, xq, ip, xs, ia);
     for (int m = 0; m < MR; ++m) {
       const __m512 dw = _mm512_load_ps(w[m] + 64 * S);
       const __m512 mw = MIN ? _mm512_load_ps(w[m] + 64 * S + 64) : dw;  // the mins (read with MIN only)
@@ -279,7 +322,76 @@ void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLay
   }
 }
 
-template <int MR, int S, bool MIN>
+// The K-quant micro-kernel (gemm_internal.h, K-quants): per segment bacc = fma(float(ia),
+// float(sc), bacc), two float operations per (token, panel) instead of four; per super-block
+// of kSegs segments the d term and the min term (msum by vpdpwssd of the mn pairs against the
+// bsum words) go into acc, which lives in memory (one load and store per super-block): bacc and
+// ia take the registers.
+template <int MR, int NR, int S, bool MIN>
+void tile_kq(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
+             const uint8_t* x, float* y, int64_t ldy, int rows_last, const char* pf, int64_t pf_bytes) {
+  constexpr int kSegs = 64 / S;  // segments per 256-element super-block
+  constexpr int64_t kArea = 64 + (MIN ? 64 + 32 * kSegs : 0);
+  const char* const pf_end = pf + pf_bytes;
+  const int64_t pf_per_seg = ((pf_bytes + 63) / 64 + n_seg - 1) / n_seg;
+  alignas(64) float accm[MR][NR][16] = {};
+  const int64_t xs = a.stride;
+  const uint8_t* w[MR];
+  const uint8_t* ba[MR];  // super-block areas
+  for (int m = 0; m < MR; ++m) w[m] = wp[m], ba[m] = wp[m] + n_seg * wstride;
+  const uint8_t* xq = x;
+  const uint8_t* ip = x + a.init_off;
+  for (int64_t b = 0; b < n_seg / kSegs; ++b) {
+    __m512 bacc[MR][NR];
+    for (int m = 0; m < MR; ++m)
+      for (int t = 0; t < NR; ++t) bacc[m][t] = _mm512_setzero_ps();
+    for (int si = 0; si < kSegs; ++si) {
+      for (int64_t i = 0; i < pf_per_seg && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+      __m512i ia[MR][NR];
+      segment_dots<MR, NR, S, MIN>(w, xq, ip, xs, ia);
+      for (int m = 0; m < MR; ++m) {
+        const __m512 scf = _mm512_load_ps(w[m] + 64 * S);
+        for (int t = 0; t < NR; ++t) bacc[m][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][t]), scf, bacc[m][t]);
+        w[m] += wstride;
+      }
+      xq += a.seg;
+      ip += 4;
+    }
+    const uint8_t* dp = x + a.dx_off + 4 * b * kSegs;
+    const uint8_t* bp = x + a.xs_off + 2 * b * kSegs;
+    for (int m = 0; m < MR; ++m) {
+      const __m512 d = _mm512_load_ps(ba[m] + b * kArea);
+      for (int t = 0; t < NR; ++t) {
+        const __m512 dx = bcast_f32(dp + t * xs);
+        __m512 acc = _mm512_load_ps(accm[m][t]);
+        acc = _mm512_fmadd_ps(bacc[m][t], _mm512_mul_ps(d, dx), acc);
+        if constexpr (MIN) {
+          const uint8_t* mp = ba[m] + b * kArea + 128;
+          __m512i msum = _mm512_setzero_si512();
+          for (int j = 0; j < kSegs / 2; ++j)
+            msum = _mm512_dpwssd_epi32(msum, _mm512_load_si512(mp + 64 * j), bcast_i32(bp + t * xs + 4 * j));
+          const __m512 nd = _mm512_load_ps(ba[m] + b * kArea + 64);
+          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(nd, dx), acc);
+        }
+        _mm512_store_ps(accm[m][t], acc);
+      }
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    const __mmask16 mask = m == MR - 1 ? static_cast<__mmask16>((1u << rows_last) - 1) : 0xFFFF;
+    for (int t = 0; t < NR; ++t) _mm512_mask_storeu_ps(y + t * ldy + 16 * m, mask, _mm512_load_ps(accm[m][t]));
+  }
+}
+
+// tile() or tile_kq(), as the format says.
+template <int MR, int NR, int S, bool MIN, bool KQ>
+inline void tile_of(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
+                    const uint8_t* x, float* y, int64_t ldy, int rows_last, const char* pf, int64_t pf_bytes) {
+  if constexpr (KQ) tile_kq<MR, NR, S, MIN>(wp, n_seg, wstride, a, x, y, ldy, rows_last, pf, pf_bytes);
+  else tile<MR, NR, S, MIN>(wp, n_seg, wstride, a, x, y, ldy, rows_last, pf, pf_bytes);
+}
+
+template <int MR, int S, bool MIN, bool KQ>
 void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
            const uint8_t* x, int64_t n_tokens, float* y, int64_t ldy, int rows_last,
            const char* pf, int64_t pf_bytes) {
@@ -294,18 +406,18 @@ void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLa
   int64_t t = 0;
   for (; t + kNR <= n_tokens; t += kNR) {
     const int64_t slice = std::min(pf_slice, pf_bytes);
-    tile<MR, kNR, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, slice);
+    tile_of<MR, kNR, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, slice);
     pf += slice;
     pf_bytes -= slice;
   }
   // The remainder tile takes what is left of the range (nothing once a whole tile has run).
   static_assert(kNR <= 6, "the remainder switch below covers 1..5 tokens");
   switch (n_tokens - t) {
-    case 5: tile<MR, 5, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
-    case 4: tile<MR, 4, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
-    case 3: tile<MR, 3, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
-    case 2: tile<MR, 2, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
-    case 1: tile<MR, 1, S, MIN>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 5: tile_of<MR, 5, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 4: tile_of<MR, 4, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 3: tile_of<MR, 3, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 2: tile_of<MR, 2, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 1: tile_of<MR, 1, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
     default: break;
   }
 }
@@ -323,13 +435,21 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
   constexpr int64_t kSegBytes = kQuantBytes + (KQ ? (MIN ? 32 : 16) : 0);
   constexpr int64_t kHeaderBytes = MIN ? 64 : 32;
   assert(f.seg_quant_bytes == kQuantBytes && f.seg_bytes == kSegBytes && f.header_bytes == kHeaderBytes);
-  const int segs_per_block = f.block_elems / f.seg;
+  constexpr int kSegsPerBlock = KQ ? 64 / S : 1;  // segments per block record
+  const int segs_per_block = kSegsPerBlock;
+  assert(segs_per_block == f.block_elems / f.seg);
   const int64_t n_blocks = w.n_in / f.block_elems;
   const int64_t xs = a.stride;
   constexpr bool kSplit = MR * NR <= 2;  // two vpdpbusd chains per (token, panel) pair
+  // Block types: acc in registers. K-quants: bacc per super-block in registers, acc in
+  // memory (accm; one load and store per super-block), as in tile_kq.
   __m512 acc[MR][NR];
+  alignas(64) float accm[KQ ? MR : 1][KQ ? NR : 1][16];
   for (int m = 0; m < MR; ++m)
-    for (int t = 0; t < NR; ++t) acc[m][t] = _mm512_setzero_ps();
+    for (int t = 0; t < NR; ++t) {
+      if constexpr (KQ) _mm512_store_ps(accm[m][t], _mm512_setzero_ps());
+      else acc[m][t] = _mm512_setzero_ps();
+    }
   // Each of the MR panels is its own sequential stream; after panel p + m this thread reads
   // panel p + m + MR (gemm_t walks its panels MR at a time; MR = 1 is only an odd last panel,
   // read again for each pair of tokens, where the cursors' prefetches are merely wasted). A prefetch that runs past the end of
@@ -365,6 +485,12 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
     }
     const uint8_t* q[MR];
     for (int m = 0; m < MR; ++m) q[m] = block[m] + kHeaderBytes;
+    __m512 bacc[KQ ? MR : 1][KQ ? NR : 1];
+    if constexpr (KQ)
+      for (int m = 0; m < MR; ++m)
+        for (int t = 0; t < NR; ++t) bacc[m][t] = _mm512_setzero_ps();
+    const uint8_t* const xd_block = xd;                             // the super-block's dx
+    const uint8_t* const xb_block = x + a.xs_off + 2 * b * segs_per_block;  // its bsum words
     for (int si = 0; si < segs_per_block; ++si, xi += 4, xd += 4, xm += 4, xq += 4 * S) {
       __m512i ia[MR][NR];
       for (int t = 0; t < NR; ++t) {
@@ -418,6 +544,14 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
           }
         }
       }
+      if constexpr (KQ) {
+        for (int m = 0; m < MR; ++m) {
+          const __m512 scf = seg_sc(q[m] + kQuantBytes);
+          for (int t = 0; t < NR; ++t) bacc[m][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][t]), scf, bacc[m][t]);
+          q[m] += kSegBytes;
+        }
+        continue;
+      }
       for (int m = 0; m < MR; ++m) {
         __m512 dw, mw;
         seg_scales_t<KQ, MIN>(q[m] + kQuantBytes, d[m], mn[m], dw, mw);
@@ -430,10 +564,35 @@ void fused_tile(const PackedWeight& w, int64_t p, const ActLayout& a, const uint
         q[m] += kSegBytes;
       }
     }
+    if constexpr (KQ) {
+      // The super-block's d term, and with a min its msum term (mn pairs of the segment records
+      // against the bsum words, vpdpwssd: exact).
+      for (int m = 0; m < MR; ++m) {
+        __m512i mp[MIN ? kSegsPerBlock / 2 : 1];
+        if constexpr (MIN)
+          for (int j = 0; j < kSegsPerBlock / 2; ++j)
+            mp[j] = mn_pair(block[m] + kHeaderBytes + 2 * j * kSegBytes + kQuantBytes + 16, kSegBytes);
+        for (int t = 0; t < NR; ++t) {
+          const __m512 dx = bcast_f32(xd_block + t * xs);
+          __m512 v = _mm512_load_ps(accm[m][t]);
+          v = _mm512_fmadd_ps(bacc[m][t], _mm512_mul_ps(d[m], dx), v);
+          if constexpr (MIN) {
+            __m512i msum = _mm512_setzero_si512();
+            for (int j = 0; j < kSegsPerBlock / 2; ++j)
+              msum = _mm512_dpwssd_epi32(msum, mp[j], bcast_i32(xb_block + t * xs + 4 * j));
+            v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(mn[m], dx), v);
+          }
+          _mm512_store_ps(accm[m][t], v);
+        }
+      }
+    }
   }
   for (int m = 0; m < MR; ++m) {
     const __mmask16 mask = m == MR - 1 ? static_cast<__mmask16>((1u << rows_last) - 1) : 0xFFFF;
-    for (int t = 0; t < NR; ++t) _mm512_mask_storeu_ps(y + t * ldy + 16 * m, mask, acc[m][t]);
+    for (int t = 0; t < NR; ++t) {
+      if constexpr (KQ) _mm512_mask_storeu_ps(y + t * ldy + 16 * m, mask, _mm512_load_ps(accm[m][t]));
+      else _mm512_mask_storeu_ps(y + t * ldy + 16 * m, mask, acc[m][t]);
+    }
   }
 }
 
@@ -460,15 +619,22 @@ constexpr int kFusedMaxTokens = 8;
 //   MXFP4 32768 x 2880  9: 3.9-4.2 -> 2.9, 24: 7.4-7.5 -> 7.3-7.4, 32: 9.7 -> 10.0
 //   Q4_K 32768 x 4096   9: 5.7-6.4 -> 4.8-5.5, 12: 6.3-7.6 -> 6.2-6.7, 16: 8.0-8.3 -> 8.4-8.8
 //   Q6_K 32768 x 4096   9: 7.7-8.6 -> 6.1-7.1, 12: 8.2-9.1 -> 7.5-9.5, 16: 10.0-10.9 -> 10.1-12.4
-// The K-quants, whose passes each redo the scale conversion, stop gaining sooner. Either path
+// The K-quants, whose passes each redo the scale conversion, stopped gaining sooner (at 12 with
+// the float scales of before; now 16, kFusedKqMax). Either path
 // gives the same bits per row (fused_tile's operations are tile()'s), so the choice is free.
 // Only while a panel pair fits well inside L2 (1 MiB per core on Zen 4, 1.25 MiB on Ice Lake
 // server); longer rows (Q8_0 at K > ~15,000) keep the scratch path past eight tokens.
 constexpr int kFusedPassTokens = 6;
 constexpr int64_t kFusedPassMaxPairBytes = 512 * 1024;
+// The K-quants up to 16 tokens: with the integer scales (two float operations per segment, token
+// and row) their passes gain like the others' up to 16; past it Q6_K's do not (bench_matmul
+// TYPE 4096 4096 1 N, best call, limit 12 -> 24: Q4_K 13 tokens 1.608 -> 1.369 ms, 16: 1.798 ->
+// 1.684, 20: 2.228 -> 2.042; Q6_K 13: 1.739 -> 1.615, 16: 1.936 -> 1.860, 20: 2.323 -> 2.376,
+// 24: 2.706 -> 2.751).
+constexpr int64_t kFusedKqMax = 16;
 inline int64_t fused_max_tokens(const PackedWeight& w, bool k_quant) {
   if (2 * w.panel_bytes > kFusedPassMaxPairBytes) return kFusedMaxTokens;
-  return k_quant ? 12 : 24;
+  return k_quant ? kFusedKqMax : 24;
 }
 
 // fused_tile for two panels and 1..8 tokens (the count chosen at run time).
@@ -497,8 +663,13 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
   // Tokens per fused pass over a panel pair: all of them up to kFusedMaxTokens, else
   // ceil(n / kFusedPassTokens) passes of as equal a size as they go, each after the first
   // reading the pair from L2.
+  // The K-quants' one-pass limit is six: at seven and eight tokens their super-block and
+  // segment accumulators (2 × 2 × NR vectors) spill, and two passes over the L2-resident pair
+  // are faster (bench_matmul Q4_K 4096 4096 1 8, best call: 0.925 ms in one pass, 2 × 0.419 in
+  // two of four).
+  const int64_t one_pass = KQ ? kFusedPassTokens : kFusedMaxTokens;
   const bool fused = n_tokens <= fused_max_tokens(w, KQ);
-  const int64_t n_pass = n_tokens <= kFusedMaxTokens ? 1 : (n_tokens + kFusedPassTokens - 1) / kFusedPassTokens;
+  const int64_t n_pass = n_tokens <= one_pass ? 1 : (n_tokens + kFusedPassTokens - 1) / kFusedPassTokens;
   const int64_t per_pass = (n_tokens + n_pass - 1) / n_pass;
   for (int64_t p = p0; p < p1; p += 2) {
     const int mr = p + 1 < p1 ? 2 : 1;
@@ -528,9 +699,9 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     const char* pf = reinterpret_cast<const char*>(w.panel(std::min(p + mr, p1 - 1)));
     const int64_t pf_bytes = next * w.panel_bytes;
     if (mr == 2)
-      tiles<2, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+      tiles<2, S, MIN, KQ>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
     else
-      tiles<1, S, MIN>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+      tiles<1, S, MIN, KQ>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
   }
 }
 
@@ -583,7 +754,8 @@ void pack_acts_avx512(const PackedFormat& f, const ActLayout& a, const float* x,
           const int64_t s = (c + 8 * j) / a.seg;
           init[s] = -f.offset * total;
           dx[s] = d;
-          if (f.has_min) xsv[s] = d * static_cast<float>(total);
+          if (f.has_min && f.k_quant) reinterpret_cast<int16_t*>(xsv)[s] = static_cast<int16_t>(total);
+          else if (f.has_min) xsv[s] = d * static_cast<float>(total);
         }
       }
     }

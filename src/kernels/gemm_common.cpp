@@ -48,7 +48,8 @@ void pack_acts(const PackedFormat& f, const ActLayout& a, const float* x, int64_
       for (int i = 0; i < a.seg; ++i) sum += q[s * a.seg + i];
       init[s] = -f.offset * sum;
       dx[s] = d[s * a.seg / a.act_block];
-      if (f.has_min) xs[s] = dx[s] * static_cast<float>(sum);
+      if (f.has_min && f.k_quant) reinterpret_cast<int16_t*>(xs)[s] = static_cast<int16_t>(sum);
+      else if (f.has_min) xs[s] = dx[s] * static_cast<float>(sum);
     }
   }
 }
@@ -58,6 +59,9 @@ void gemm_panels_scalar(const PackedWeight& w, const ActLayout& a, const uint8_t
                         uint8_t* scratch) {
   const PackedFormat& f = w.fmt;
   const int64_t stride = unpacked_seg_stride(f);
+  const int64_t area = unpacked_block_area(f);
+  const int segs = f.block_elems / f.seg;  // segments per block (1 for the block types)
+  const uint8_t* const blocks = scratch + unpacked_block_off(f, w.n_in);
   for (int64_t p = p0; p < p1; ++p) {
     unpack_panel_scalar(w, p, scratch);
     const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - p * kPanelRows));
@@ -67,8 +71,10 @@ void gemm_panels_scalar(const PackedWeight& w, const ActLayout& a, const uint8_t
       const auto* init = reinterpret_cast<const int32_t*>(xr + a.init_off);
       const auto* dx = reinterpret_cast<const float*>(xr + a.dx_off);
       const auto* xs = reinterpret_cast<const float*>(xr + a.xs_off);
+      const auto* bsum = reinterpret_cast<const int16_t*>(xr + a.xs_off);
       for (int r = 0; r < rows; ++r) {
-        float acc = 0.0f;
+        float acc = 0.0f, bacc = 0.0f;
+        int32_t msum = 0;
         for (int64_t s = 0; s < a.n_seg; ++s) {
           const uint8_t* seg = scratch + s * stride;
           int32_t ia = init[s];
@@ -77,11 +83,35 @@ void gemm_panels_scalar(const PackedWeight& w, const ActLayout& a, const uint8_t
               ia += static_cast<int32_t>(seg[k * 64 + r * 4 + j]) * xq[s * a.seg + 4 * k + j];
           float dw, mw;
           std::memcpy(&dw, seg + 64 * f.steps + 4 * r, 4);
-          acc = std::fma(static_cast<float>(ia), dw * dx[s], acc);
-          if (f.has_min) {
-            std::memcpy(&mw, seg + 64 * f.steps + 64 + 4 * r, 4);
-            acc = std::fma(mw, xs[s], acc);
+          if (!f.k_quant) {
+            acc = std::fma(static_cast<float>(ia), dw * dx[s], acc);
+            if (f.has_min) {
+              std::memcpy(&mw, seg + 64 * f.steps + 64 + 4 * r, 4);
+              acc = std::fma(mw, xs[s], acc);
+            }
+            continue;
           }
+          // K-quants: dw holds float(sc); the super-block's d, −dmin and mn pairs follow the
+          // segments (packed_weight.h, the unpacked panel).
+          bacc = std::fma(static_cast<float>(ia), dw, bacc);
+          const int64_t b = s / segs, j = s % segs;
+          const uint8_t* ba = blocks + b * area;
+          if (f.has_min) {
+            int16_t mn;
+            std::memcpy(&mn, ba + 128 + 64 * (j / 2) + 4 * r + 2 * (j % 2), 2);
+            msum += mn * bsum[s];
+          }
+          if (j + 1 < segs) continue;
+          float d;
+          std::memcpy(&d, ba + 4 * r, 4);
+          acc = std::fma(bacc, d * dx[s], acc);
+          if (f.has_min) {
+            float nd;
+            std::memcpy(&nd, ba + 64 + 4 * r, 4);
+            acc = std::fma(static_cast<float>(msum), nd * dx[s], acc);
+          }
+          bacc = 0.0f;
+          msum = 0;
         }
         y[t * ldy + p * kPanelRows + r] = acc;
       }

@@ -1,20 +1,35 @@
 // Private: the packed-weight GEMM shared by every SIMD level — activation layout, the
 // per-level entry points, and the canonical arithmetic they all implement.
 //
-// For a token t and an output row o (see packed_weight.h for the weight side):
+// For a token t and an output row o (see packed_weight.h for the weight side), with
+//   ia[s] = init[t][s] + Σ_{i ∈ s} u[o][i] · xq[t][i]      exact int32 (any instruction):
 //
+// block types (Q4_0 .. Q8_0, MXFP4; a segment is a block):
 //   acc = +0
-//   for each segment s of n_in, in order:
-//     ia  = init[t][s] + Σ_{i ∈ s} u[o][i] · xq[t][i]       exact int32 (any instruction)
-//     acc = fma(float(ia), dw[o][s] · dx[t][s], acc)        one rounding for the product,
-//     if the type has a min:                                one for the fma
+//   for each segment s, in order:
+//     acc = fma(float(ia[s]), dw[o][s] · dx[t][s], acc)    one rounding for the product,
+//     if the type has a min:                               one for the fma
 //       acc = fma(mw[o][s], xs[t][s], acc)
 //   y[t][o] = acc
 //
+// K-quants (Q2_K .. Q6_K; a super-block b of 256 elements holds 8 or 16 segments, and the
+// activations have one scale dx[t][b] per super-block):
+//   acc = +0
+//   for each super-block b, in order:
+//     bacc = +0
+//     for each segment s of b, in order:  bacc = fma(float(ia[s]), float(sc[o][s]), bacc)
+//     acc = fma(bacc, d[o][b] · dx[t][b], acc)
+//     if the type has a min:
+//       msum = Σ_{s ∈ b} mn[o][s] · bsum[t][s]              exact int32 (any instruction)
+//       acc = fma(float(msum), nd[o][b] · dx[t][b], acc)     nd = −dmin
+//   y[t][o] = acc
+//
 // with init = −offset · Σ_{i ∈ s} xq[t][i], dx the scale of the activation block holding s,
-// xs = dx · float(Σ_{i ∈ s} xq[t][i]). Integer sums are exact, so any instruction may form
-// ia (vpdpbusd, pmaddubsw + pmaddwd, tdpbsud, NEON smull + sadalp or sdot, a scalar loop);
-// from float(ia) on, every path
+// bsum = Σ_{i ∈ s} xq[t][i] and xs = dx · float(bsum). The integer scales stay integers until
+// one multiply per segment (the K-quant segment costs two float operations per token and row,
+// not four: docs/BENCHMARKS.md, "Integer K-quant scales"). Integer sums are exact, so any
+// instruction may form ia (vpdpbusd, pmaddubsw + pmaddwd, tdpbsud, NEON smull + sadalp or
+// sdot, a scalar loop) and msum (vpdpwssd, pmaddwd, smlal, …); from float(·) on, every path
 // performs these operations in this order, so y is bit-identical across levels, tilings,
 // thread counts and batch compositions. matmul_reference() computes the same from the GGUF
 // blocks directly, which makes it the oracle for the packed layout too.
@@ -32,7 +47,9 @@ namespace ubatch::kernels::detail {
 
 // A packed activation row (one per token), `stride` bytes, 64-byte aligned:
 //   xq   [n_in] int8 in natural order (zero-padded to q_bytes)
-//   init [n_seg] int32, dx [n_seg] f32, xs [n_seg] f32 (xs only when the type has a min)
+//   init [n_seg] int32, dx [n_seg] f32, and only when the type has a min:
+//   xs   [n_seg] f32 (block types), or bsum [n_seg] int16 (K-quants: segments 2j and 2j + 1
+//        side by side in one 32-bit word)
 struct ActLayout {
   int64_t n_in = 0;
   int64_t n_seg = 0;

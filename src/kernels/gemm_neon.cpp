@@ -71,7 +71,9 @@ void pack_acts_neon(const PackedFormat& f, const ActLayout& a, const float* x, i
     uint8_t* row = x_packed + t * a.stride;
     auto* init = reinterpret_cast<int32_t*>(row + a.init_off);
     auto* dx = reinterpret_cast<float*>(row + a.dx_off);
-    auto* xsv = reinterpret_cast<float*>(row + a.xs_off);
+    auto* xsv = reinterpret_cast<float*>(row + a.xs_off);    // block types with a min
+    auto* bsum = reinterpret_cast<int16_t*>(row + a.xs_off);  // K-quants with a min
+    const bool kq_min = f.has_min && f.k_quant, blk_min = f.has_min && !f.k_quant;
     for (int64_t b0 = 0; b0 < n_in; b0 += blk) {
       // The scalar quantize_act_row, lane by lane: amax (a NaN never replaces the running max,
       // as there, so the lanes' max in any order is the same), d = amax / 127,
@@ -103,7 +105,8 @@ void pack_acts_neon(const PackedFormat& f, const ActLayout& a, const float* x, i
           total += vaddlvq_s8(vld1q_s8(reinterpret_cast<const int8_t*>(row + s * a.seg + i)));
         init[s] = -f.offset * total;
         dx[s] = d;
-        if (f.has_min) xsv[s] = d * static_cast<float>(total);
+        if (kq_min) bsum[s] = static_cast<int16_t>(total);
+        else if (blk_min) xsv[s] = d * static_cast<float>(total);
       }
     }
     std::memset(row + n_in, 0, static_cast<size_t>(a.init_off - n_in));

@@ -6,9 +6,11 @@
 // Per panel (16 rows): unpack to step-interleaved bytes + f32 scales in the per-thread scratch
 // (L1/L2-resident), then for each tile of NR tokens run the micro-kernel: per segment, the
 // level's Dot forms ia[t][j] (int32x4: rows 4j .. 4j+3 of token t, exact), then per
-// accumulator one cvt + mul + fma (+ fma for the min) into NR × 4 float32x4 accumulators that
-// live for the whole row — the canonical order, lane by lane, so the bits are those of
-// gemm_panels_scalar.
+// accumulator, for the block types one cvt + mul + fma (+ fma for the min) into NR × 4
+// float32x4 accumulators that live for the whole row; for the K-quants one cvt + fma with the
+// segment's float(sc) into a super-block accumulator, and per super-block a mul + fma (+ the
+// min's int16 multiply-accumulate, cvt, mul + fma) into the row's — the canonical order, lane
+// by lane, so the bits are those of gemm_panels_scalar.
 //
 // A Dot policy provides
 //   static constexpr int kNR;    tokens per tile (the registers its integer dot needs)
@@ -79,20 +81,13 @@ UBATCH_NEON_INLINE float32x4_t f16x4_to_f32(const uint8_t* p) {
   return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p))));
 }
 
-// int8 (or uint8) x16 -> four float32x4 (exact).
+// int8 x16 -> four float32x4 (exact).
 UBATCH_NEON_INLINE void s8x16_to_f32(int8x16_t v, float32x4_t* f) {
   const int16x8_t lo = vmovl_s8(vget_low_s8(v)), hi = vmovl_high_s8(v);
   f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
   f[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
   f[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
   f[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
-}
-UBATCH_NEON_INLINE void u8x16_to_f32(uint8x16_t v, float32x4_t* f) {
-  const uint16x8_t lo = vmovl_u8(vget_low_u8(v)), hi = vmovl_high_u8(v);
-  f[0] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo)));
-  f[1] = vcvtq_f32_u32(vmovl_high_u16(lo));
-  f[2] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi)));
-  f[3] = vcvtq_f32_u32(vmovl_high_u16(hi));
 }
 
 template <PackedBits B, int S>
@@ -101,6 +96,8 @@ void unpack_panel_neon_t(const PackedWeight& w, int64_t p, uint8_t* out) {
   const uint8_t* panel = w.panel(p);
   const int segs_per_block = f.block_elems / f.seg;
   const int64_t stride = unpacked_seg_stride(f);
+  const int64_t area = unpacked_block_area(f);
+  uint8_t* const blocks = out + unpacked_block_off(f, w.n_in);
   const uint8_t* pf_end = w.data + w.bytes();
   for (int64_t b = 0; b < w.n_in / f.block_elems; ++b) {
     const uint8_t* block = panel + b * f.block_bytes;
@@ -127,15 +124,27 @@ void unpack_panel_neon_t(const PackedWeight& w, int64_t p, uint8_t* out) {
         }
         continue;
       }
-      // K-quants: dw = d · sc, mw = −(dmin · mn), both exact in f32.
+      // K-quants: scf = float(sc) of the 16 rows (exact), converted once here for every token.
       float32x4_t sc[4];
       s8x16_to_f32(vld1q_s8(reinterpret_cast<const int8_t*>(q + f.seg_quant_bytes)), sc);
-      for (int j = 0; j < 4; ++j) vst1q_f32(dw_out + 4 * j, vmulq_f32(d[j], sc[j]));
-      if (f.has_min) {
-        float32x4_t mn[4];
-        u8x16_to_f32(vld1q_u8(q + f.seg_quant_bytes + 16), mn);
-        for (int j = 0; j < 4; ++j) vst1q_f32(mw_out + 4 * j, vnegq_f32(vmulq_f32(m[j], mn[j])));
-      }
+      for (int j = 0; j < 4; ++j) vst1q_f32(dw_out + 4 * j, sc[j]);
+    }
+    if (!f.k_quant) continue;
+    // K-quants: the super-block's area after the segments: d[16] f32, and with a min
+    // nd[16] f32 = −dmin and mnp[segs / 2][16][2] i16 (mn of segments 2j, 2j + 1 per row).
+    uint8_t* ba = blocks + b * area;
+    auto* d_out = reinterpret_cast<float*>(ba);
+    for (int j = 0; j < 4; ++j) vst1q_f32(d_out + 4 * j, d[j]);
+    if (!f.has_min) continue;
+    for (int j = 0; j < 4; ++j) vst1q_f32(d_out + 16 + 4 * j, vnegq_f32(m[j]));
+    for (int j = 0; j < segs_per_block / 2; ++j) {
+      const uint8_t* q0 = block + f.header_bytes + (2 * j) * f.seg_bytes + f.seg_quant_bytes + 16;
+      const uint8x16x2_t z = vzipq_u8(vld1q_u8(q0), vld1q_u8(q0 + f.seg_bytes));  // mn0 mn1 per row
+      auto* mp = reinterpret_cast<uint16_t*>(ba + 128 + 64 * j);
+      vst1q_u16(mp, vmovl_u8(vget_low_u8(z.val[0])));
+      vst1q_u16(mp + 8, vmovl_high_u8(z.val[0]));
+      vst1q_u16(mp + 16, vmovl_u8(vget_low_u8(z.val[1])));
+      vst1q_u16(mp + 24, vmovl_high_u8(z.val[1]));
     }
   }
 }
@@ -203,23 +212,93 @@ void neon_tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayou
   }
 }
 
-template <class Dot, int S, bool MIN, bool SIGNED>
+// The K-quant micro-kernel (Q2_K .. Q6_K): per super-block of SEGS segments, per segment
+// bacc = fma(float(ia), scf, bacc); at the super-block's end acc = fma(bacc, d · dx, acc) and,
+// with a min, acc = fma(float(msum), nd · dx, acc), msum = Σ mn · bsum formed in int32 by
+// SMLAL over the int16 pairs (mn of segments 2j, 2j + 1 against the token's bsum pair) and one
+// ADDP per 4 rows. blocks: the unpacked panel's super-block areas (packed_weight.h).
+template <class Dot, int NR, int S, bool MIN>
+void neon_tile_k(const uint8_t* wp, const uint8_t* blocks, int64_t n_seg, int64_t wstride,
+                 int64_t area, const ActLayout& a, const uint8_t* x, float* y, int64_t ldy, int rows) {
+  constexpr int SEGS = 256 / (4 * S);  // segments per super-block: 8 (seg 32) or 16 (seg 16)
+  float32x4_t acc[NR][4];
+  for (int t = 0; t < NR; ++t)
+    for (int j = 0; j < 4; ++j) acc[t][j] = vdupq_n_f32(0.0f);
+  const int64_t xs = a.stride;
+  for (int64_t s0 = 0; s0 < n_seg; s0 += SEGS) {
+    float32x4_t bacc[NR][4];
+    for (int t = 0; t < NR; ++t)
+      for (int j = 0; j < 4; ++j) bacc[t][j] = vdupq_n_f32(0.0f);
+    for (int i = 0; i < SEGS; ++i) {
+      const int64_t s = s0 + i;
+      const uint8_t* ws = wp + s * wstride;
+      int32x4_t ia[NR][4];
+      Dot::template segment<NR, S, false>(ws, x, xs, a.init_off, s, a.seg, ia);
+      const float* sp = reinterpret_cast<const float*>(ws + 64 * S);
+      for (int j = 0; j < 4; ++j) {
+        const float32x4_t scf = vld1q_f32(sp + 4 * j);
+        for (int t = 0; t < NR; ++t) bacc[t][j] = vfmaq_f32(bacc[t][j], vcvtq_f32_s32(ia[t][j]), scf);
+      }
+    }
+    const uint8_t* ba = blocks + (s0 / SEGS) * area;
+    const float* dp = reinterpret_cast<const float*>(ba);
+    float32x4_t dx[NR];  // the super-block's activation scale (one per 256 elements)
+    for (int t = 0; t < NR; ++t) dx[t] = vdupq_n_f32(load_f32(x + t * xs + a.dx_off + 4 * (s0 + SEGS - 1)));
+    for (int j = 0; j < 4; ++j) {
+      const float32x4_t d = vld1q_f32(dp + 4 * j);
+      for (int t = 0; t < NR; ++t) acc[t][j] = vfmaq_f32(acc[t][j], bacc[t][j], vmulq_f32(d, dx[t]));
+      if constexpr (MIN) {
+        const float32x4_t nd = vld1q_f32(dp + 16 + 4 * j);
+        int16x8_t mn[SEGS / 2];  // rows 4j .. 4j+3, (mn[2i], mn[2i+1]) per row
+        for (int i = 0; i < SEGS / 2; ++i) mn[i] = vld1q_s16(reinterpret_cast<const int16_t*>(ba + 128 + 64 * i + 16 * j));
+        for (int t = 0; t < NR; ++t) {
+          const uint8_t* bs = x + t * xs + a.xs_off + 2 * s0;  // bsum pairs of the super-block
+          int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+          for (int i = 0; i < SEGS / 2; ++i) {
+            const int16x8_t bv = vreinterpretq_s16_s32(vdupq_n_s32(load_i32(bs + 4 * i)));
+            lo = vmlal_s16(lo, vget_low_s16(mn[i]), vget_low_s16(bv));
+            hi = vmlal_high_s16(hi, mn[i], bv);
+          }
+          const int32x4_t msum = vpaddq_s32(lo, hi);  // rows 4j .. 4j+3, exact
+          acc[t][j] = vfmaq_f32(acc[t][j], vcvtq_f32_s32(msum), vmulq_f32(nd, dx[t]));
+        }
+      }
+    }
+  }
+  for (int t = 0; t < NR; ++t) {
+    if (rows == kPanelRows) {
+      for (int j = 0; j < 4; ++j) vst1q_f32(y + t * ldy + 4 * j, acc[t][j]);
+    } else {
+      float tmp[16];
+      for (int j = 0; j < 4; ++j) vst1q_f32(tmp + 4 * j, acc[t][j]);
+      for (int r = 0; r < rows; ++r) y[t * ldy + r] = tmp[r];
+    }
+  }
+}
+
+template <class Dot, int S, bool MIN, bool SIGNED, bool KQ = false>
 void neon_gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed,
                  int64_t n_tokens, float* y, int64_t ldy, int64_t p0, int64_t p1, uint8_t* scratch) {
   const NeonUnpackFn unpack = neon_unpacker(w.fmt);
   const int64_t wstride = unpacked_seg_stride(w.fmt);
+  const int64_t area = unpacked_block_area(w.fmt);
+  const uint8_t* const blocks = scratch + unpacked_block_off(w.fmt, w.n_in);
   constexpr int NR = Dot::kNR;
+  auto tile = [&]<int N>(int64_t t, float* yt, int rows) {
+    if constexpr (KQ)
+      neon_tile_k<Dot, N, S, MIN>(scratch, blocks, a.n_seg, wstride, area, a, x_packed + t * a.stride, yt, ldy, rows);
+    else
+      neon_tile<Dot, N, S, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride, yt, ldy, rows);
+  };
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t left = w.n_out - p * kPanelRows;
     const int rows = static_cast<int>(left < kPanelRows ? left : kPanelRows);
     unpack(w, p, scratch);
     float* yp = y + p * kPanelRows;
     int64_t t = 0;
-    for (; t + NR <= n_tokens; t += NR)
-      neon_tile<Dot, NR, S, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride, yp + t * ldy, ldy, rows);
+    for (; t + NR <= n_tokens; t += NR) tile.template operator()<NR>(t, yp + t * ldy, rows);
     if constexpr (NR > 1) {
-      for (; t < n_tokens; ++t)
-        neon_tile<Dot, 1, S, MIN, SIGNED>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride, yp + t * ldy, ldy, rows);
+      for (; t < n_tokens; ++t) tile.template operator()<1>(t, yp + t * ldy, rows);
     }
   }
 }
@@ -234,9 +313,12 @@ void neon_gemm_panels(const PackedWeight& w, const ActLayout& a, const uint8_t* 
   // Q8_0's bytes u = q + 128 exceed int8: multiplied as q = u ^ 0x80 (SIGNED). Every other
   // format's bytes are < 64 and multiply as they are.
   if (f.bits == PackedBits::B8) return run(neon_gemm_t<Dot, 8, false, true>);
-  if (f.steps == 8)
-    return f.has_min ? run(neon_gemm_t<Dot, 8, true, false>) : run(neon_gemm_t<Dot, 8, false, false>);
-  return f.has_min ? run(neon_gemm_t<Dot, 4, true, false>) : run(neon_gemm_t<Dot, 4, false, false>);
+  if (f.k_quant) {  // Q4_K, Q5_K (seg 32, min); Q2_K (seg 16, min); Q3_K, Q6_K (seg 16)
+    if (f.steps == 8) return run(neon_gemm_t<Dot, 8, true, false, true>);
+    return f.has_min ? run(neon_gemm_t<Dot, 4, true, false, true>) : run(neon_gemm_t<Dot, 4, false, false, true>);
+  }
+  // The other block types (Q4_0, Q4_1, Q5_0, Q5_1, MXFP4) have 32-element segments: 8 steps.
+  return f.has_min ? run(neon_gemm_t<Dot, 8, true, false>) : run(neon_gemm_t<Dot, 8, false, false>);
 }
 
 }  // namespace

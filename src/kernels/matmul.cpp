@@ -85,6 +85,48 @@ bool is_float_type(TensorType t) {
   return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16;
 }
 
+// Reference rows [r0, r1) of a K-quant weight: integer dots per segment, scaled by the
+// integer sub-block scales in float within each super-block, then by d · dx (and the min term
+// by −dmin · dx) — the canonical order of gemm_internal.h, from the GGUF blocks.
+void reference_rows_kquant(const WeightView& w, const PackedFormat& f, const QuantInfo& info,
+                           const RefActs& acts, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
+  const int64_t n_in = w.n_in;
+  const int64_t n_blocks = n_in / f.block_elems, n_seg = n_in / f.seg;
+  const int segs = f.block_elems / f.seg;
+  std::vector<uint8_t> u(static_cast<size_t>(n_in));
+  std::vector<float> dw(static_cast<size_t>(n_seg)), mw(static_cast<size_t>(n_seg));
+  std::vector<uint16_t> d16(static_cast<size_t>(n_blocks)), m16(static_cast<size_t>(n_blocks));
+  std::vector<int8_t> sc(static_cast<size_t>(n_seg));
+  std::vector<uint8_t> mn(static_cast<size_t>(n_seg));
+  for (int64_t r = r0; r < r1; ++r) {
+    const auto* row = static_cast<const uint8_t*>(w.data) + r * w.row_bytes;
+    unpack_row(w.type, row, n_in, true, u.data(), dw.data(), mw.data());
+    UBATCH_CHECK(packed_row_scales(f, row, n_in, d16.data(), m16.data(), sc.data(), mn.data()));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const int8_t* xq = acts.q.data() + t * n_in;
+      const float* xd = acts.d.data() + t * (n_in / info.act_block);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        float bacc = 0.0f;
+        int32_t msum = 0;
+        for (int64_t s = b * segs; s < (b + 1) * segs; ++s) {
+          int32_t isum = 0, xsum = 0;
+          for (int64_t i = s * f.seg; i < (s + 1) * f.seg; ++i) {
+            isum += (static_cast<int32_t>(u[i]) - info.offset) * xq[i];
+            xsum += xq[i];
+          }
+          bacc = std::fma(static_cast<float>(isum), static_cast<float>(sc[s]), bacc);
+          msum += static_cast<int32_t>(mn[s]) * xsum;
+        }
+        const float dx = xd[b * f.block_elems / info.act_block];
+        acc = std::fma(bacc, fp16_to_fp32(d16[b]) * dx, acc);
+        if (f.has_min) acc = std::fma(static_cast<float>(msum), -fp16_to_fp32(m16[b]) * dx, acc);
+      }
+      y[t * w.n_out + r] = acc;
+    }
+  }
+}
+
 // Reference rows [r0, r1): float weights by the canonical float dot (matmul_float_inl.h, the
 // scalar vocabulary: the bits of every SIMD level); quantized weights by integer dots per
 // sub-block, scaled and summed in order.
@@ -104,6 +146,12 @@ void reference_rows(const WeightView& w, const float* x, const RefActs& acts, in
   }
   QuantInfo info;
   UBATCH_CHECK(quant_info(w.type, true, info));
+  PackedFormat pf;
+  UBATCH_CHECK(packed_format(w.type, pf));
+  if (pf.k_quant) {
+    reference_rows_kquant(w, pf, info, acts, n_tokens, y, r0, r1);
+    return;
+  }
   const int64_t n_sub = n_in / info.sub_block;
   std::vector<uint8_t> u(static_cast<size_t>(n_in));
   std::vector<float> dw(static_cast<size_t>(n_sub)), mw(static_cast<size_t>(n_sub));

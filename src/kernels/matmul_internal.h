@@ -5,8 +5,9 @@
 // integer the format stores) with a float scale dw per sub-block (and a float "min" mw for the
 // types that have one); activation rows are quantized to int8 with a float scale per
 // activation block (32 elements for the 32-element types, 256 = Q8_K for the K-quants). Per
-// sub-block, dot = dw · dx · (Σ u·xq − offset · Σ xq) [+ mw · dx · Σ xq]. The kernels read the
-// weights repacked (packed_weight.h) and run the one float order of gemm_internal.h.
+// sub-block, dot = dw · dx · (Σ u·xq − offset · Σ xq) [+ mw · dx · Σ xq] (for the K-quants
+// dw = d · sc and mw = −dmin · mn, kept apart as integers sc, mn until one multiply). The kernels
+// read the weights repacked (packed_weight.h) and run the one float order of gemm_internal.h.
 #pragma once
 
 #include <cstddef>

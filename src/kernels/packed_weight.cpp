@@ -42,12 +42,10 @@ bool packed_format(TensorType t, PackedFormat& f) {
   return true;
 }
 
-namespace {
+namespace detail {
 
-// A row's raw scales: d16/m16 per block (m16: min or dmin), sc/mn per segment (K-quants).
-// False when an MXFP4 block scale is not an f16 (quant.h mxfp4_scale_fits_f16).
-bool row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_t* d16,
-                uint16_t* m16, int8_t* sc, uint8_t* mn) {
+bool packed_row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_t* d16,
+                       uint16_t* m16, int8_t* sc, uint8_t* mn) {
   const int64_t nb = n_in / f.block_elems;
   for (int64_t i = 0; i < nb; ++i) {
     switch (f.type) {
@@ -115,6 +113,10 @@ bool row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_
   return true;
 }
 
+}  // namespace detail
+
+namespace {
+
 // Encodes one segment's step-interleaved bytes U[S][64] at the format's bit width.
 void encode_quants(const PackedFormat& f, const uint8_t* U, uint8_t* q) {
   const int S = f.steps;
@@ -180,7 +182,8 @@ inline uint8_t quant_at(const PackedFormat& f, const uint8_t* q, int k, int i) {
   return u;
 }
 
-// dw, mw of segment s_in_block of a block record for row r (the values of packed_weight.h).
+// The dequantization scales of segment s_in_block of a block record for row r: dw = d and mw = m
+// for the block types, dw = d · sc and mw = −(dmin · mn) for the K-quants (exact in f32).
 inline void seg_scales(const PackedFormat& f, const uint8_t* block, int s_in_block, int r,
                        float& dw, float& mw) {
   uint16_t d16, m16 = 0;
@@ -244,7 +247,7 @@ Result<std::unique_ptr<PackedWeight>> pack_weight(TensorType type, const void* s
     for (int r = 0; r < rows; ++r) {
       const auto* row = static_cast<const uint8_t*>(src) + (p * kPanelRows + r) * row_bytes;
       detail::unpack_row(type, row, n_in, true, u.data() + r * n_in, dw_tmp.data(), mw_tmp.data());
-      if (!row_scales(f, row, n_in, d16.data() + r * n_blocks, m16.data() + r * n_blocks,
+      if (!detail::packed_row_scales(f, row, n_in, d16.data() + r * n_blocks, m16.data() + r * n_blocks,
                       sc.data() + r * n_seg, mn.data() + r * n_seg))
         return Status::error("pack_weight: an MXFP4 block scale is outside the f16 range [2^-24, 2^15] of the packed layout");
     }
@@ -307,6 +310,8 @@ void unpack_panel_scalar(const PackedWeight& w, int64_t p, uint8_t* out) {
   const uint8_t* panel = w.panel(p);
   const int segs_per_block = f.block_elems / f.seg;
   const int64_t stride = unpacked_seg_stride(f);
+  const int64_t area = unpacked_block_area(f);
+  uint8_t* const blocks = out + unpacked_block_off(f, w.n_in);
   for (int64_t b = 0; b < w.n_in / f.block_elems; ++b) {
     const uint8_t* block = panel + b * f.block_bytes;
     for (int s = 0; s < segs_per_block; ++s) {
@@ -315,10 +320,37 @@ void unpack_panel_scalar(const PackedWeight& w, int64_t p, uint8_t* out) {
       for (int k = 0; k < f.steps; ++k)
         for (int i = 0; i < 64; ++i) o[k * 64 + i] = quant_at(f, q, k, i);
       float dw[16], mw[16];
+      if (f.k_quant) {
+        for (int r = 0; r < 16; ++r) dw[r] = static_cast<float>(static_cast<int8_t>(q[f.seg_quant_bytes + r]));
+        std::memcpy(o + 64 * f.steps, dw, 64);
+        continue;
+      }
       for (int r = 0; r < 16; ++r) seg_scales(f, block, s, r, dw[r], mw[r]);
       std::memcpy(o + 64 * f.steps, dw, 64);
       if (f.has_min) std::memcpy(o + 64 * f.steps + 64, mw, 64);
     }
+    if (!f.k_quant) continue;
+    uint8_t* ba = blocks + b * area;
+    float d[16], nd[16];
+    for (int r = 0; r < 16; ++r) {
+      uint16_t h;
+      std::memcpy(&h, block + 2 * r, 2);
+      d[r] = fp16_to_fp32(h);
+      if (f.has_min) {
+        std::memcpy(&h, block + 32 + 2 * r, 2);
+        nd[r] = -fp16_to_fp32(h);
+      }
+    }
+    std::memcpy(ba, d, 64);
+    if (!f.has_min) continue;
+    std::memcpy(ba + 64, nd, 64);
+    for (int j = 0; j < segs_per_block / 2; ++j)
+      for (int r = 0; r < 16; ++r)
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* q = block + f.header_bytes + (2 * j + h) * f.seg_bytes;
+          const int16_t m = q[f.seg_quant_bytes + 16 + r];
+          std::memcpy(ba + 128 + 64 * j + 4 * r + 2 * h, &m, 2);
+        }
   }
 }
 

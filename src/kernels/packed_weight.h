@@ -36,13 +36,17 @@
 //   MXFP4: like the block types, u = mxfp4_code + 12 (0..24) stored as the file's nibble through
 //   B4T, d = 2^(e − 128) as f16 (0 for an all-zero block): weights whose scales an f16 cannot
 //   hold are not packed. The E2M1 code 8 (−0) is packed as 0 (+0): the same value.
-//   K-quants (Q2_K .. Q6_K): block = the 256-element super-block; header d (and dmin);
-//   dw = d · sc, mw = −(dmin · mn). Both products are exact in f32 (≤ 19 significant bits).
+//   K-quants (Q2_K .. Q6_K): block = the 256-element super-block; header d (and dmin); the
+//   segment records keep the integer sc (and mn) of the format.
 //
-// Each segment's contribution to y[t][o] (see matmul.h for the activation side):
+// Each segment's contribution to y[t][o] (see gemm_internal.h for the activation side):
 //   ia  = Σ_{i ∈ seg} u[o][i] · xq[t][i] − offset · Σ_{i ∈ seg} xq[t][i]     (exact int32)
-//   acc = fma(float(ia), dw · dx[t], acc)   then, with a min:  acc = fma(mw, xs[t], acc)
-// in segment order, acc starting at +0 — the same float operations on every path.
+//   block types: acc = fma(float(ia), dw · dx[t], acc), then with a min acc = fma(mw, xs[t], acc)
+//   K-quants:    bacc = fma(float(ia), float(sc), bacc) within the super-block, then per
+//                super-block acc = fma(bacc, d · dx[t], acc) and, with a min,
+//                acc = fma(float(Σ_seg mn · Σ xq[t]), (−dmin) · dx[t], acc)
+// in order, acc and bacc starting at +0 — the same float operations on every path
+// (gemm_internal.h has the whole definition).
 //
 // Sizes per 16 rows (bytes per block record, vs the GGUF blocks): Q8_0 544 (=), Q4_0 288 (=),
 // Q4_1 320 (=), Q5_0 352 (=), Q5_1 384 (=), Q6_K 3360 (=), Q4_K 2368 (+2.8%), Q5_K 2880
@@ -128,13 +132,31 @@ void packed_dequantize_row(const PackedWeight& w, int64_t row, float* out);
 namespace detail {
 
 // One panel unpacked for the kernels: per segment s (n_in / seg of them), at s * stride:
-//   u[S][64] u8 (step-interleaved bytes), dw[16] f32, mw[16] f32 (has_min only).
+//   block types: u[S][64] u8 (step-interleaved bytes), dw[16] f32, mw[16] f32 (has_min only);
+//   K-quants:    u[S][64] u8, scf[16] f32 = float(sc) of the segment's 16 rows;
+// then, K-quants only, per super-block b at unpacked_block_off(f, n_in) + b * block area:
+//   d[16] f32; with a min also nd[16] f32 = −dmin and mnp[segs / 2][16][2] i16: the mn of
+//   segments 2j and 2j + 1 of each row side by side (one int16 pair per 32-bit lane).
 inline int64_t unpacked_seg_stride(const PackedFormat& f) {
-  return 64 * f.steps + 64 + (f.has_min ? 64 : 0);
+  return 64 * f.steps + 64 + (f.has_min && !f.k_quant ? 64 : 0);
 }
-inline int64_t unpacked_panel_bytes(const PackedFormat& f, int64_t n_in) {
+// Bytes of one super-block's area (0 for the block types).
+inline int64_t unpacked_block_area(const PackedFormat& f) {
+  if (!f.k_quant) return 0;
+  return 64 + (f.has_min ? 64 + 32 * (f.block_elems / f.seg) : 0);
+}
+inline int64_t unpacked_block_off(const PackedFormat& f, int64_t n_in) {
   return n_in / f.seg * unpacked_seg_stride(f);
 }
+inline int64_t unpacked_panel_bytes(const PackedFormat& f, int64_t n_in) {
+  return unpacked_block_off(f, n_in) + n_in / f.block_elems * unpacked_block_area(f);
+}
+
+// A row's raw scales from its GGUF blocks (row: tensor_row_bytes(f.type, n_in) bytes): d16 and
+// m16 (the min, or dmin) per block, sc and mn per segment (K-quants). False when an MXFP4 block
+// scale is not an f16 (quant.h mxfp4_scale_fits_f16).
+bool packed_row_scales(const PackedFormat& f, const uint8_t* row, int64_t n_in, uint16_t* d16,
+                       uint16_t* m16, int8_t* sc, uint8_t* mn);
 
 // Scalar unpacker of panel p (the reference every SIMD unpacker must match byte for byte).
 void unpack_panel_scalar(const PackedWeight& w, int64_t p, uint8_t* out);
