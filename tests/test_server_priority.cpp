@@ -6,6 +6,7 @@
 #include "test_server_fixture.h"
 
 #include <future>
+#include <thread>
 
 namespace ubatch::test {
 namespace {
@@ -24,8 +25,13 @@ class ServedDefault : public ::testing::Test {
     o.engine.n_batch = 128;
     o.n_ctx = 4096;
     o.n_threads = 2;
+    // Tests may hold the engine between two steps (StepGate::enter) to line up requests
+    // however fast the model runs; nobody else enters it, so otherwise it never waits.
+    gate_ = std::make_shared<sched::StepGate>();
+    o.engine.step_gate = gate_;
     return serve_model(default_model(), o);
   }
+  static inline std::shared_ptr<sched::StepGate> gate_;
 };
 
 // A streaming request held open on a raw connection: closing it cancels the request.
@@ -124,15 +130,27 @@ TEST_F(ServerPriority, PreemptedStreamsKeepTheirExactText) {
     alone.push_back(r.text[0]);
   }
   std::map<std::string, double> before = metrics(port());
+  const Clock::time_point t_streams = Clock::now();
   auto f_greedy = std::async(std::launch::async, [&] { return post_stream(port(), "/v1/completions", greedy); });
   auto f_seeded = std::async(std::launch::async, [&] { return post_stream(port(), "/v1/completions", seeded); });
-  // Both running well past the minimum run time: 60 tokens each.
+  // Both running: 60 tokens each.
   wait_metrics(port(), [&](std::map<std::string, double>& m) {
     return m["ubatch_generated_tokens_total"] >= before["ubatch_generated_tokens_total"] + 120;
   });
+  // The urgent requests must find both streams running and past the engine's minimum run time
+  // before displacement (preempt_min_run_ms, 500 ms), however fast the model finishes their
+  // remaining 100 tokens: the engine is held between two steps until both urgent requests are
+  // queued and a second has passed since the streams started.
   const json urgent = {{"prompt", "Water boils at"}, {"max_tokens", 6}, {"temperature", 0}, {"priority", 10}};
+  gate_->enter();
   auto u1 = std::async(std::launch::async, [&] { return post(port(), "/v1/completions", urgent.dump()); });
   auto u2 = std::async(std::launch::async, [&] { return post(port(), "/v1/completions", urgent.dump()); });
+  const auto give_up = Clock::now() + std::chrono::seconds(30);
+  while (served_->engine->queued() < 2 && Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GE(served_->engine->queued(), 2) << "the urgent requests did not reach the engine";
+  while (ms_since(t_streams) < 1000.0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  gate_->leave();
   EXPECT_EQ(u1.get().status, 200);
   EXPECT_EQ(u2.get().status, 200);
   StreamResult g = f_greedy.get(), s = f_seeded.get();
