@@ -11,7 +11,8 @@
 // bench_matmul Q4_K 4096 4096 2 1 2 4 (L3-resident, best call) before the integer scales:
 // 0.115 / 0.164 / 0.254 ms, a prototype of them 0.094 / 0.126 / 0.213 (docs/BENCHMARKS.md,
 // "Integer K-quant scales"). Weights are
-// read once per tile from the scratch, activations once per panel pair.
+// read once per tile from the scratch (Q8_0: from its packed records, whose quants are already
+// the unpacked layout), activations once per panel pair.
 //
 // Up to eight tokens (decode, small batches; up to 12 or 24 in passes, see kFusedPassTokens)
 // skip the scratch: fused_tile unpacks the quants in registers straight from the packed stream,
@@ -255,8 +256,9 @@ inline __m512 bcast_f32(const uint8_t* p) {
 }
 
 // One segment's integer dots of the micro-kernels: ia[m][t] = init + Σ u · xq (exact) for MR
-// unpacked panels at w[m] and NR tokens whose int8 activations start at xq (init words at ip),
-// rows xs bytes apart. A type with a min has offset 0, so its sums start from a zero idiom.
+// panels' step-interleaved quants at w[m] (the unpacked scratch, or Q8_0's packed records, which
+// need not be 64-byte aligned) and NR tokens whose int8 activations start at xq (init words at
+// ip), rows xs bytes apart. A type with a min has offset 0, so its sums start from a zero idiom.
 template <int MR, int NR, int S, bool MIN>
 inline void segment_dots(const uint8_t* const* w, const uint8_t* xq, const uint8_t* ip, int64_t xs,
                          __m512i (&ia)[MR][NR]) {
@@ -266,7 +268,7 @@ inline void segment_dots(const uint8_t* const* w, const uint8_t* xq, const uint8
   }
   for (int k = 0; k < S; ++k) {
     __m512i wv[MR];
-    for (int m = 0; m < MR; ++m) wv[m] = _mm512_load_si512(w[m] + 64 * k);
+    for (int m = 0; m < MR; ++m) wv[m] = _mm512_loadu_si512(w[m] + 64 * k);
     for (int t = 0; t < NR; ++t) {
       const __m512i xb = bcast_i32(xq + t * xs + 4 * k);
       for (int m = 0; m < MR; ++m) ia[m][t] = _mm512_dpbusd_epi32(ia[m][t], wv[m], xb);
@@ -280,7 +282,12 @@ inline void segment_dots(const uint8_t* const* w, const uint8_t* xq, const uint8
 // with a min has offset 0, so its int32 sums start from zero (a zero idiom, no port) rather than
 // a broadcast init: bench_matmul 4096 × 4096, 1 thread, Q4_K at 64 and 256 tokens 6–9% faster,
 // the other types unchanged (docs/BENCHMARKS.md, "The prefill tile's segment loop").
-template <int MR, int NR, int S, bool MIN>
+// DIRECT (Q8_0 only): wp[m] points at the quants of a panel's first *packed* block record, whose
+// step-interleaved bytes are already the unpacked layout; the segment's f16 scales d[16] are the
+// 32 bytes before its quants (the record header), converted here exactly as the unpacker would,
+// so the bits are the same with no unpack pass (docs/BENCHMARKS.md, "Q8_0 tiles straight from
+// the packed weights"). Its prefetches go to L2: a panel pair of packed records outgrows L1.
+template <int MR, int NR, int S, bool MIN, bool DIRECT = false>
 void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
           const uint8_t* x, float* y, int64_t ldy, int rows_last, const char* pf, int64_t pf_bytes) {
   // [pf, pf + pf_bytes): prefetched a few lines per segment (tiles() says why).
@@ -296,12 +303,13 @@ void tile(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLay
   const uint8_t* ip = x + a.init_off;  // its init, dx and xs words (token 0)
   const uint8_t* dp = x + a.dx_off;
   const uint8_t* sp = x + a.xs_off;
+  static_assert(!DIRECT || (S == 8 && !MIN), "DIRECT reads Q8_0 block records");
   for (int64_t s = 0; s < n_seg; ++s) {
-    for (int64_t i = 0; i < pf_per_seg && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+    for (int64_t i = 0; i < pf_per_seg && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, DIRECT ? _MM_HINT_T1 : _MM_HINT_T0);
     __m512i ia[MR][NR];
     segment_dots<MR, NR, S, MIN>(w, xq, ip, xs, ia);
     for (int m = 0; m < MR; ++m) {
-      const __m512 dw = _mm512_load_ps(w[m] + 64 * S);
+      const __m512 dw = DIRECT ? header_d(w[m] - 32) : _mm512_load_ps(w[m] + 64 * S);
       const __m512 mw = MIN ? _mm512_load_ps(w[m] + 64 * S + 64) : dw;  // the mins (read with MIN only)
       for (int t = 0; t < NR; ++t) {
         const __m512 scale = _mm512_mul_ps(dw, bcast_f32(dp + t * xs));
@@ -384,14 +392,14 @@ void tile_kq(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const Act
 }
 
 // tile() or tile_kq(), as the format says.
-template <int MR, int NR, int S, bool MIN, bool KQ>
+template <int MR, int NR, int S, bool MIN, bool KQ, bool DIRECT>
 inline void tile_of(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
                     const uint8_t* x, float* y, int64_t ldy, int rows_last, const char* pf, int64_t pf_bytes) {
   if constexpr (KQ) tile_kq<MR, NR, S, MIN>(wp, n_seg, wstride, a, x, y, ldy, rows_last, pf, pf_bytes);
-  else tile<MR, NR, S, MIN>(wp, n_seg, wstride, a, x, y, ldy, rows_last, pf, pf_bytes);
+  else tile<MR, NR, S, MIN, DIRECT>(wp, n_seg, wstride, a, x, y, ldy, rows_last, pf, pf_bytes);
 }
 
-template <int MR, int S, bool MIN, bool KQ>
+template <int MR, int S, bool MIN, bool KQ, bool DIRECT>
 void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
            const uint8_t* x, int64_t n_tokens, float* y, int64_t ldy, int rows_last,
            const char* pf, int64_t pf_bytes) {
@@ -406,18 +414,18 @@ void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLa
   int64_t t = 0;
   for (; t + kNR <= n_tokens; t += kNR) {
     const int64_t slice = std::min(pf_slice, pf_bytes);
-    tile_of<MR, kNR, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, slice);
+    tile_of<MR, kNR, S, MIN, KQ, DIRECT>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, slice);
     pf += slice;
     pf_bytes -= slice;
   }
   // The remainder tile takes what is left of the range (nothing once a whole tile has run).
   static_assert(kNR <= 6, "the remainder switch below covers 1..5 tokens");
   switch (n_tokens - t) {
-    case 5: tile_of<MR, 5, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
-    case 4: tile_of<MR, 4, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
-    case 3: tile_of<MR, 3, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
-    case 2: tile_of<MR, 2, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
-    case 1: tile_of<MR, 1, S, MIN, KQ>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 5: tile_of<MR, 5, S, MIN, KQ, DIRECT>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 4: tile_of<MR, 4, S, MIN, KQ, DIRECT>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 3: tile_of<MR, 3, S, MIN, KQ, DIRECT>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 2: tile_of<MR, 2, S, MIN, KQ, DIRECT>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
+    case 1: tile_of<MR, 1, S, MIN, KQ, DIRECT>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, pf_bytes); break;
     default: break;
   }
 }
@@ -623,7 +631,8 @@ constexpr int kFusedMaxTokens = 8;
 // the float scales of before; now 16, kFusedKqMax). Either path
 // gives the same bits per row (fused_tile's operations are tile()'s), so the choice is free.
 // Only while a panel pair fits well inside L2 (1 MiB per core on Zen 4, 1.25 MiB on Ice Lake
-// server); longer rows (Q8_0 at K > ~15,000) keep the scratch path past eight tokens.
+// server); longer rows keep the scratch path past eight tokens. Q8_0 has since left both: past
+// eight tokens its tiles read the packed records directly (gemm_t, kDirect).
 constexpr int kFusedPassTokens = 6;
 constexpr int64_t kFusedPassMaxPairBytes = 512 * 1024;
 // The K-quants up to 16 tokens: with the integer scales (two float operations per segment, token
@@ -668,7 +677,13 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
   // are faster (bench_matmul Q4_K 4096 4096 1 8, best call: 0.925 ms in one pass, 2 × 0.419 in
   // two of four).
   const int64_t one_pass = KQ ? kFusedPassTokens : kFusedMaxTokens;
-  const bool fused = n_tokens <= fused_max_tokens(w, KQ);
+  // Q8_0 past eight tokens: the tiles read the packed records directly (tile(), DIRECT), which
+  // beat both the passes and the scratch (bench_matmul Q8_0 N_OUT N_IN 2 N, ms, passes or scratch
+  // -> direct: 248320 x 1024 at 16 tokens 13.0-13.5 -> 12.6-12.9, at 32 28.8-29.4 -> 26.4-27.0;
+  // 201088 x 2880 at 16 30.7-31.3 -> 27.3-27.4, at 32 61.1-61.6 -> 54.9-55.0; 3584 x 1024 at 32
+  // 0.393 -> 0.352; nine tokens within 2% either way).
+  constexpr bool kDirect = B == PackedBits::B8 && !KQ && !MIN;
+  const bool fused = kDirect ? n_tokens <= kFusedMaxTokens : n_tokens <= fused_max_tokens(w, KQ);
   const int64_t n_pass = n_tokens <= one_pass ? 1 : (n_tokens + kFusedPassTokens - 1) / kFusedPassTokens;
   const int64_t per_pass = (n_tokens + n_pass - 1) / n_pass;
   for (int64_t p = p0; p < p1; p += 2) {
@@ -692,16 +707,25 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
       }
       continue;
     }
-    for (int m = 0; m < mr; ++m) unpack_panel_t<B, S>(w, p + m, buf[m]);
-    const uint8_t* wp[2] = {buf[0], buf[1]};
-    // Prefetch what the next iteration unpacks (this thread's next two panels).
+    // Prefetch what the next iteration reads (this thread's next two panels).
     const int64_t next = std::min<int64_t>(2, p1 - (p + mr));
     const char* pf = reinterpret_cast<const char*>(w.panel(std::min(p + mr, p1 - 1)));
     const int64_t pf_bytes = next * w.panel_bytes;
+    if constexpr (kDirect) {
+      const uint8_t* wq[2] = {w.panel(p) + w.fmt.header_bytes, w.panel(p + mr - 1) + w.fmt.header_bytes};
+      assert(w.fmt.header_bytes == 32);
+      if (mr == 2)
+        tiles<2, S, MIN, KQ, true>(wq, a.n_seg, w.fmt.block_bytes, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+      else
+        tiles<1, S, MIN, KQ, true>(wq, a.n_seg, w.fmt.block_bytes, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+      continue;
+    }
+    for (int m = 0; m < mr; ++m) unpack_panel_t<B, S>(w, p + m, buf[m]);
+    const uint8_t* wp[2] = {buf[0], buf[1]};
     if (mr == 2)
-      tiles<2, S, MIN, KQ>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+      tiles<2, S, MIN, KQ, false>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
     else
-      tiles<1, S, MIN, KQ>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+      tiles<1, S, MIN, KQ, false>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
   }
 }
 
