@@ -409,11 +409,20 @@ void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLa
   // prefetches filled the core's line-fill buffers and the burst stalled until memory answered —
   // 10.9% of a Qwen3.5-0.8B B32 profile sat on it, against 0.3% spread (docs/BENCHMARKS.md,
   // "Prefetches spread over the prefill tile").
+  // Before each whole tile, the lines of y that the next panel pair's tile of the same tokens
+  // will write (MR per token) are fetched too: with many tokens y is large (the logits of 32
+  // sequences over a 248,320-token vocabulary are 32 MiB) and a store that misses waits for its
+  // line (bench_matmul Q8_0 248320 1024 2 32: 26.0-26.8 -> 24.3-25.0 ms). Only while the next
+  // pair's bytes are still being prefetched: a variant that fetched y before every tile of the
+  // pair, the remainder too, measured no gain (25.9-26.5 ms).
   const int64_t n_tiles = n_tokens / kNR;
   const int64_t pf_slice = n_tiles > 0 ? ((pf_bytes / n_tiles + 63) & ~int64_t(63)) : 0;
   int64_t t = 0;
   for (; t + kNR <= n_tokens; t += kNR) {
     const int64_t slice = std::min(pf_slice, pf_bytes);
+    if (pf_bytes > 0)  // a next panel pair
+      for (int64_t i = t; i < t + kNR; ++i)
+        for (int m = 0; m < MR; ++m) _mm_prefetch(reinterpret_cast<const char*>(y + i * ldy + 16 * (MR + m)), _MM_HINT_T0);
     tile_of<MR, kNR, S, MIN, KQ, DIRECT>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, slice);
     pf += slice;
     pf_bytes -= slice;
