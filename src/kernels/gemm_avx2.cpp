@@ -151,10 +151,15 @@ inline __m256 bcast_f32(const uint8_t* p) {
 // KQ: the K-quant order of gemm_internal.h — per segment bacc = fma(float(ia), float(sc), bacc),
 // per super-block of 64 / S segments the d term and the min term (msum by vpmaddwd of the mn
 // pairs against the bsum words) into acc, which then lives in memory (accm).
-template <int NR, int S, int G, bool MIN, bool SIGNED, bool KQ>
+// DIRECT (Q8_0 only): wp is the quants of the panel's first *packed* block record (already the
+// step-interleaved bytes), wstride the record size, and each segment's f16 scales d[16] the 32
+// bytes before its quants, converted here as the unpacker would (the same bits, no unpack pass);
+// pf_ahead > 0: also prefetch the packed bytes that far ahead into L2, as the unpacker does.
+template <int NR, int S, int G, bool MIN, bool SIGNED, bool KQ, bool DIRECT = false>
 void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a, const uint8_t* x,
-          float* y, int64_t ldy, int rows) {
+          float* y, int64_t ldy, int rows, int64_t pf_ahead = 0) {
   static_assert(S % G == 0 && (!SIGNED || G == 1));
+  static_assert(!DIRECT || (SIGNED && !KQ && !MIN), "DIRECT reads Q8_0 block records");
   constexpr int kSegs = 64 / S;
   constexpr int64_t kArea = 64 + (MIN ? 64 + 32 * kSegs : 0);
   __m256 acc[2][NR], bacc[2][NR];
@@ -175,13 +180,15 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
     }
     const uint8_t* xq = x + s * a.seg;
     const uint8_t* ws = wp + s * wstride;
+    if (DIRECT && pf_ahead > 0)
+      for (int64_t off = 0; off < wstride; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ws) + pf_ahead + off, _MM_HINT_T1);
     for (int g = 0; g < S; g += G) {
       __m256i sum[2][NR];
       for (int kk = 0; kk < G; ++kk) {
         const int k = g + kk;
         __m256i wv[2], wa[2];
         for (int h = 0; h < 2; ++h) {
-          wv[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws + 64 * k + 32 * h));
+          wv[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + 64 * k + 32 * h));
           if constexpr (SIGNED) {
             wv[h] = _mm256_xor_si256(wv[h], _mm256_set1_epi8(static_cast<char>(0x80)));
             wa[h] = _mm256_abs_epi8(wv[h]);
@@ -231,7 +238,8 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
     }
     for (int h = 0; h < 2; ++h) {
       const float* sp = reinterpret_cast<const float*>(ws + 64 * S);
-      const __m256 dw = _mm256_load_ps(sp + 8 * h);
+      const __m256 dw = DIRECT ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ws - 32 + 16 * h)))
+                               : _mm256_load_ps(sp + 8 * h);
       for (int t = 0; t < NR; ++t) {
         const __m256 scale = _mm256_mul_ps(dw, bcast_f32(x + t * xs + a.dx_off + 4 * s));
         acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][t]), scale, acc[h][t]);
@@ -269,9 +277,13 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
   const int64_t n_blocks = w.n_in / f.block_elems;
   constexpr int NR = kNR;
   const int64_t n_tiles = (n_tokens + NR - 1) / NR;
+  // Q8_0: the tiles read the packed records directly (tile(), DIRECT): its quants already are
+  // the unpacked bytes, so the unpack pass was a copy (docs/BENCHMARKS.md, "Q8_0 tiles straight
+  // from the packed weights"). The first tile of a panel prefetches as the unpacker would.
+  constexpr bool kDirect = SIGNED && S == 8;
   for (int64_t p = p0; p < p1; ++p) {
     const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - p * kPanelRows));
-    unpack(w, p, 0, n_blocks, scratch);
+    if (!kDirect) unpack(w, p, 0, n_blocks, scratch);
     // The next panel's packed bytes are prefetched into L2 a slice per tile, so that its
     // unpacking finds them there rather than waiting on memory after the tiles of this one
     // (the unpacker's own prefetch runs only kPrefetchBytes ahead, while it runs).
@@ -289,8 +301,13 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
       if (pf)
         for (int64_t i = 0; i < decltype(nr)::value; ++i)
           _mm_prefetch(reinterpret_cast<const char*>(yp + (t + i) * ldy + kPanelRows), _MM_HINT_T0);
-      tile<decltype(nr)::value, S, G, MIN, SIGNED, KQ>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride,
-                                                   yp + t * ldy, ldy, rows);
+      if constexpr (kDirect)
+        tile<decltype(nr)::value, S, G, MIN, SIGNED, KQ, true>(w.panel(p) + f.header_bytes, a.n_seg, f.block_bytes, a,
+                                                             x_packed + t * a.stride, yp + t * ldy, ldy, rows,
+                                                             t == 0 ? kPrefetchBytes : 0);
+      else
+        tile<decltype(nr)::value, S, G, MIN, SIGNED, KQ>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride,
+                                                     yp + t * ldy, ldy, rows);
     };
     int64_t t = 0;
     for (; t + NR <= n_tokens; t += NR) run(std::integral_constant<int, NR>{}, t);
