@@ -154,10 +154,11 @@ inline __m256 bcast_f32(const uint8_t* p) {
 // DIRECT (Q8_0 only): wp is the quants of the panel's first *packed* block record (already the
 // step-interleaved bytes), wstride the record size, and each segment's f16 scales d[16] the 32
 // bytes before its quants, converted here as the unpacker would (the same bits, no unpack pass);
-// pf_ahead > 0: also prefetch the packed bytes that far ahead into L2, as the unpacker does.
+// pf_ahead > 0: also prefetch the packed bytes that far ahead into L2, as the unpacker does, up
+// to pf_end (the end of the weight's bytes).
 template <int NR, int S, int G, bool MIN, bool SIGNED, bool KQ, bool DIRECT = false>
 void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a, const uint8_t* x,
-          float* y, int64_t ldy, int rows, int64_t pf_ahead = 0) {
+          float* y, int64_t ldy, int rows, int64_t pf_ahead = 0, const uint8_t* pf_end = nullptr) {
   static_assert(S % G == 0 && (!SIGNED || G == 1));
   static_assert(!DIRECT || (SIGNED && !KQ && !MIN), "DIRECT reads Q8_0 block records");
   constexpr int kSegs = 64 / S;
@@ -181,7 +182,8 @@ void tile(const uint8_t* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
     const uint8_t* xq = x + s * a.seg;
     const uint8_t* ws = wp + s * wstride;
     if (DIRECT && pf_ahead > 0)
-      for (int64_t off = 0; off < wstride; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ws) + pf_ahead + off, _MM_HINT_T1);
+      for (int64_t off = 0; off < wstride && pf_end - ws > pf_ahead + off; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ws + pf_ahead + off), _MM_HINT_T1);
     for (int g = 0; g < S; g += G) {
       __m256i sum[2][NR];
       for (int kk = 0; kk < G; ++kk) {
@@ -281,11 +283,13 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
   // the unpacked bytes, so the unpack pass was a copy (docs/BENCHMARKS.md, "Q8_0 tiles straight
   // from the packed weights"). The first tile of a panel prefetches as the unpacker would.
   constexpr bool kDirect = SIGNED && S == 8;
+  assert(!kDirect || f.header_bytes == 32);  // tile() reads the scales 32 bytes before the quants
   for (int64_t p = p0; p < p1; ++p) {
     const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - p * kPanelRows));
     if (!kDirect) unpack(w, p, 0, n_blocks, scratch);
     // The next panel's packed bytes are prefetched into L2 a slice per tile, so that its
-    // unpacking finds them there rather than waiting on memory after the tiles of this one
+    // unpacking (or Q8_0's direct tiles) finds them there rather than waiting on memory after the
+    // tiles of this one
     // (the unpacker's own prefetch runs only kPrefetchBytes ahead, while it runs).
     // With one tile (1-2 tokens: decode) the unpacker's prefetch suffices and this would only
     // add instructions.
@@ -304,7 +308,7 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
       if constexpr (kDirect)
         tile<decltype(nr)::value, S, G, MIN, SIGNED, KQ, true>(w.panel(p) + f.header_bytes, a.n_seg, f.block_bytes, a,
                                                              x_packed + t * a.stride, yp + t * ldy, ldy, rows,
-                                                             t == 0 ? kPrefetchBytes : 0);
+                                                             t == 0 ? kPrefetchBytes : 0, w.data + w.bytes());
       else
         tile<decltype(nr)::value, S, G, MIN, SIGNED, KQ>(scratch, a.n_seg, wstride, a, x_packed + t * a.stride,
                                                      yp + t * ldy, ldy, rows);

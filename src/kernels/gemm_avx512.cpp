@@ -402,15 +402,16 @@ inline void tile_of(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, co
 template <int MR, int S, bool MIN, bool KQ, bool DIRECT>
 void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLayout& a,
            const uint8_t* x, int64_t n_tokens, float* y, int64_t ldy, int rows_last,
-           const char* pf, int64_t pf_bytes) {
-  // The next panels' packed bytes [pf, pf + pf_bytes) are prefetched a slice per tile, so
-  // their unpacking finds them in cache instead of waiting on memory. Each tile spreads its slice
+           const char* pf, int64_t pf_bytes, int next_panels) {
+  // The next panels' packed bytes [pf, pf + pf_bytes) (next_panels of them, 0 to 2) are
+  // prefetched a slice per tile, so their unpacking (or Q8_0's direct tiles) finds them in cache
+  // instead of waiting on memory. Each tile spreads its slice
   // over its segments (a line or a few per segment): issued as one burst before the tile, the
   // prefetches filled the core's line-fill buffers and the burst stalled until memory answered —
   // 10.9% of a Qwen3.5-0.8B B32 profile sat on it, against 0.3% spread (docs/BENCHMARKS.md,
   // "Prefetches spread over the prefill tile").
   // Before each whole tile, the lines of y that the next panel pair's tile of the same tokens
-  // will write (MR per token) are fetched too: with many tokens y is large (the logits of 32
+  // will write (one per panel and token) are fetched too: with many tokens y is large (the logits of 32
   // sequences over a 248,320-token vocabulary are 32 MiB) and a store that misses waits for its
   // line (bench_matmul Q8_0 248320 1024 2 32: 26.0-26.8 -> 24.3-25.0 ms). Only while the next
   // pair's bytes are still being prefetched: a variant that fetched y before every tile of the
@@ -422,7 +423,7 @@ void tiles(const uint8_t* const* wp, int64_t n_seg, int64_t wstride, const ActLa
     const int64_t slice = std::min(pf_slice, pf_bytes);
     if (pf_bytes > 0)  // a next panel pair
       for (int64_t i = t; i < t + kNR; ++i)
-        for (int m = 0; m < MR; ++m) _mm_prefetch(reinterpret_cast<const char*>(y + i * ldy + 16 * (MR + m)), _MM_HINT_T0);
+        for (int m = 0; m < next_panels; ++m) _mm_prefetch(reinterpret_cast<const char*>(y + i * ldy + 16 * (MR + m)), _MM_HINT_T0);
     tile_of<MR, kNR, S, MIN, KQ, DIRECT>(wp, n_seg, wstride, a, x + t * a.stride, y + t * ldy, ldy, rows_last, pf, slice);
     pf += slice;
     pf_bytes -= slice;
@@ -721,20 +722,20 @@ void gemm_t(const PackedWeight& w, const ActLayout& a, const uint8_t* x_packed, 
     const char* pf = reinterpret_cast<const char*>(w.panel(std::min(p + mr, p1 - 1)));
     const int64_t pf_bytes = next * w.panel_bytes;
     if constexpr (kDirect) {
+      assert(w.fmt.header_bytes == 32);  // tile() reads the scales 32 bytes before the quants
       const uint8_t* wq[2] = {w.panel(p) + w.fmt.header_bytes, w.panel(p + mr - 1) + w.fmt.header_bytes};
-      assert(w.fmt.header_bytes == 32);
       if (mr == 2)
-        tiles<2, S, MIN, KQ, true>(wq, a.n_seg, w.fmt.block_bytes, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+        tiles<2, S, MIN, KQ, true>(wq, a.n_seg, w.fmt.block_bytes, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes, static_cast<int>(next));
       else
-        tiles<1, S, MIN, KQ, true>(wq, a.n_seg, w.fmt.block_bytes, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+        tiles<1, S, MIN, KQ, true>(wq, a.n_seg, w.fmt.block_bytes, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes, static_cast<int>(next));
       continue;
     }
     for (int m = 0; m < mr; ++m) unpack_panel_t<B, S>(w, p + m, buf[m]);
     const uint8_t* wp[2] = {buf[0], buf[1]};
     if (mr == 2)
-      tiles<2, S, MIN, KQ, false>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+      tiles<2, S, MIN, KQ, false>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes, static_cast<int>(next));
     else
-      tiles<1, S, MIN, KQ, false>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes);
+      tiles<1, S, MIN, KQ, false>(wp, a.n_seg, wstride, a, x_packed, n_tokens, yp, ldy, rows_last, pf, pf_bytes, static_cast<int>(next));
   }
 }
 
@@ -802,16 +803,11 @@ void pack_acts_avx512(const PackedFormat& f, const ActLayout& a, const float* x,
       // 2 (seg 16) or 4 (seg 32) of those sums, less 128 per byte.
       alignas(64) uint64_t sad[8];
       const int per_seg = a.seg / 8;
-      const int chunk = blk < 64 ? blk : 64;  // 32 (one Q8_0 block) or 64 bytes
+      constexpr int chunk = 64;  // the 256-element blocks (the 32-element ones took the branch above)
+      assert(blk % chunk == 0);
       for (int64_t c = b0; c < b0 + blk; c += chunk) {
-        if (chunk == 64) {
-          const __m512i q = _mm512_xor_si512(_mm512_loadu_si512(row + c), _mm512_set1_epi8(static_cast<char>(0x80)));
-          _mm512_store_si512(sad, _mm512_sad_epu8(q, _mm512_setzero_si512()));
-        } else {
-          const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c)),
-                                             _mm256_set1_epi8(static_cast<char>(0x80)));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(sad), _mm256_sad_epu8(q, _mm256_setzero_si256()));
-        }
+        const __m512i q = _mm512_xor_si512(_mm512_loadu_si512(row + c), _mm512_set1_epi8(static_cast<char>(0x80)));
+        _mm512_store_si512(sad, _mm512_sad_epu8(q, _mm512_setzero_si512()));
         for (int j = 0; j < chunk / 8; j += per_seg) {
           int64_t u = 0;
           for (int k = 0; k < per_seg; ++k) u += static_cast<int64_t>(sad[j + k]);
