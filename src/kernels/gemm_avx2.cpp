@@ -367,28 +367,21 @@ void pack_acts_avx2(const PackedFormat& f, const ActLayout& a, const float* x, i
           sum8[i / 8] = _mm_cvtsi128_si32(_mm_sad_epu8(_mm_xor_si128(q8, _mm_set1_epi8(static_cast<char>(0x80))),
                                                        _mm_setzero_si128())) - 1024;
       }
-      if (blk == 32) {
-        for (int64_t s = b0 / a.seg; s < (b0 + blk) / a.seg; ++s) {
-          int32_t total = 0;
-          for (int j = 0; j < a.seg / 8; ++j) total += sum8[(s * a.seg - b0) / 8 + j];
-          init[s] = -f.offset * total;
-          dx[s] = d;
-          if (f.has_min && f.k_quant) reinterpret_cast<int16_t*>(xsv)[s] = static_cast<int16_t>(total);
-          else if (f.has_min) xsv[s] = d * static_cast<float>(total);
-        }
-        continue;
-      }
       for (int64_t s = b0 / a.seg; s < (b0 + blk) / a.seg; ++s) {
         int32_t total = 0;
-        for (int i = 0; i < a.seg; i += 16) {
-          const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * a.seg + i));
-          // |sum| of 16 int8 fits easily: widen to 16 bits and add pairs, then sum exactly.
-          const __m256i w = _mm256_cvtepi8_epi16(q);
-          const __m256i p = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
-          __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-          r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
-          r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
-          total += _mm_cvtsi128_si32(r);
+        if (blk == 32) {
+          for (int j = 0; j < a.seg / 8; ++j) total += sum8[(s * a.seg - b0) / 8 + j];
+        } else {
+          for (int i = 0; i < a.seg; i += 16) {
+            const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * a.seg + i));
+            // |sum| of 16 int8 fits easily: widen to 16 bits and add pairs, then sum exactly.
+            const __m256i w = _mm256_cvtepi8_epi16(q);
+            const __m256i p = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
+            __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+            r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
+            r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
+            total += _mm_cvtsi128_si32(r);
+          }
         }
         init[s] = -f.offset * total;
         dx[s] = d;
