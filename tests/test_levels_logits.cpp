@@ -77,7 +77,8 @@ std::vector<std::string> levels_here() {
 
 // `ubatch logits` of 70 tokens on `model` (label: `name`) at every level, with the KV cache in
 // f16 and (where the heads take it) q8_0: the same bytes on every level.
-void check_levels(const std::string& model, const std::string& name, bool q8_kv);
+// extra_args: more `ubatch logits` options (e.g. "--state-type bf16").
+void check_levels(const std::string& model, const std::string& name, bool q8_kv, const std::string& extra_args = "");
 
 class LevelsLogits : public ::testing::TestWithParam<const char*> {};
 
@@ -89,6 +90,18 @@ TEST_P(LevelsLogits, SameBytesOnEveryLevel) {
   ASSERT_TRUE(std::filesystem::exists(model)) << model;
   // The qwen3moe files' heads of 80 take no Q8_0 KV cache (refused by the context).
   check_levels(model, GetParam(), std::string(GetParam()).find("qwen3moe") == std::string::npos);
+}
+
+// The qwen35 files with a BF16 recurrent state (--state-type bf16): the state's rounding is the
+// same on every level (AVX512_BF16's instruction where the CPU has it, integer arithmetic
+// elsewhere), so the bytes are too.
+TEST(LevelsLogitsBf16State, SameBytesOnEveryLevel) {
+  UBATCH_REQUIRE_REFERENCE();
+  std::printf("avx512_bf16 %s on this CPU\n", kernels::cpu_features().avx512_bf16 ? "present" : "absent");
+  for (const char* name : {"hybrid/tiny-qwen35-f32", "hybrid/tiny-qwen35-q8_0"}) {
+    SCOPED_TRACE(name);
+    check_levels(level_model_path(name), std::string(name) + "_bf16_state", false, "--state-type bf16");
+  }
 }
 
 // qwen35moe has no reference files: files built from the qwen35 ones (tests/qwen35moe_from_dense.h)
@@ -120,7 +133,7 @@ TEST(LevelsLogitsQwen35Moe, SameBytesOnEveryLevel) {
   }
 }
 
-void check_levels(const std::string& model, const std::string& name, bool q8_kv) {
+void check_levels(const std::string& model, const std::string& name, bool q8_kv, const std::string& extra_args) {
   std::string tokens;
   for (int i = 0; i < 70; ++i) {
     if (i > 0) tokens += ',';
@@ -140,7 +153,7 @@ void check_levels(const std::string& model, const std::string& name, bool q8_kv)
       // UBATCH_KERNEL_TUNE=off: the level itself for every shape (not the fastest one up to it).
       const std::string cmd = "UBATCH_SIMD=" + level + " UBATCH_KERNEL_TUNE=off " + test::ubatch_command() +
                               " logits -m " + model + " -c 128 -t 1 --kv-type " + kv +
-                              " --tokens " + tokens + " -o " + out + " 2>&1";
+                              " --tokens " + tokens + " -o " + out + " " + extra_args + " 2>&1";
       const std::string log = test::run_command(cmd, &status);
       ASSERT_EQ(status, 0) << cmd << "\n" << log;
       const std::vector<uint8_t> bytes = test::read_file(out);

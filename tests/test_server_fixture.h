@@ -64,6 +64,7 @@ struct ServeOptions {
   sched::EngineConfig engine;
   int32_t n_ctx = 2048;
   int32_t n_threads = 1;       // the tiny model needs no more; the default model tests ask for 2
+  TensorType state_type = TensorType::F32;  // recurrent state storage (hybrid models)
   bool attach_backend = true;  // false: the server runs "loading" until the test attaches it
 };
 
@@ -85,6 +86,7 @@ inline std::unique_ptr<ServedModel> serve_model(const std::string& path, ServeOp
   cp.n_batch = o.engine.n_batch;
   cp.n_ubatch = std::min(o.engine.n_batch, 512);
   cp.n_threads = o.n_threads;
+  cp.state_type = o.state_type;
   Result<std::unique_ptr<Context>> ctx = Context::create(s->model, cp);
   if (!ctx) return ADD_FAILURE() << ctx.message(), nullptr;
   s->context = std::move(ctx.value());

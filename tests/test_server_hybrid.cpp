@@ -3,7 +3,8 @@
 // feature with the same greedy text — a repeated prompt hits the prefix cache (state snapshot),
 // a request alone, batched with seven others, and with n = 3 gives the same text, a request
 // preempted for memory resumes identically, and speculation on and off agree; a prompt of many
-// 16-position chunks gives the same log-probabilities whatever the step budget.
+// 16-position chunks gives the same log-probabilities whatever the step budget. A parameter ending
+// in "@bf16" runs the model with a BF16 recurrent state (--state-type bf16).
 #include <chrono>
 #include <future>
 #include <thread>
@@ -16,7 +17,16 @@ namespace {
 
 class ServerHybrid : public ::testing::TestWithParam<const char*> {
  protected:
-  std::string path() const { return reference_path(std::string("hybrid/models/") + GetParam() + ".gguf"); }
+  std::string param() const { return GetParam(); }
+  std::string path() const {
+    return reference_path("hybrid/models/" + param().substr(0, param().find('@')) + ".gguf");
+  }
+  // Serve options with this parameter's state type.
+  ServeOptions options() const {
+    ServeOptions o;
+    if (param().ends_with("@bf16")) o.state_type = TensorType::BF16;
+    return o;
+  }
   // A prompt of token ids (the tiny models' vocabulary has 512 entries).
   static json prompt(int salt, int n = 40) {
     json ids = json::array();
@@ -36,7 +46,7 @@ std::string hybrid_text(const Reply& r, int choice = 0) {
 
 TEST_P(ServerHybrid, PrefixCacheBatchAndSamplesGiveTheSameText) {
   UBATCH_REQUIRE_REFERENCE();
-  ServeOptions o;
+  ServeOptions o = options();
   o.engine.n_parallel = 8;
   o.engine.n_batch = 128;
   o.n_ctx = 2048;
@@ -99,7 +109,7 @@ TEST_P(ServerHybrid, PrefixCacheBatchAndSamplesGiveTheSameText) {
 
 TEST_P(ServerHybrid, APreemptedRequestResumesWithTheSameText) {
   UBATCH_REQUIRE_REFERENCE();
-  ServeOptions o;
+  ServeOptions o = options();
   o.engine.n_parallel = 2;
   o.engine.n_batch = 64;
   o.n_ctx = 256;  // 16 blocks: two requests of 40 + 150 tokens cannot both stay
@@ -139,7 +149,7 @@ TEST_P(ServerHybrid, APreemptedRequestResumesWithTheSameText) {
 
 TEST_P(ServerHybrid, SpeculationOnAndOffGiveTheSameText) {
   UBATCH_REQUIRE_REFERENCE();
-  ServeOptions o;
+  ServeOptions o = options();
   o.engine.n_parallel = 2;
   o.engine.n_batch = 64;
   o.n_ctx = 1024;
@@ -183,7 +193,7 @@ TEST_P(ServerHybrid, ManyChunkPromptsGiveTheSameLogprobsWhateverTheBudget) {
   const json body = {{"prompt", prompt(21, 150)}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true},
                      {"logprobs", 2}};
   auto run = [&](int32_t n_batch, int n_others, int n) {
-    ServeOptions o;
+    ServeOptions o = options();
     o.engine.n_parallel = 8;
     o.engine.n_batch = n_batch;
     o.n_ctx = 4096;
@@ -217,11 +227,12 @@ TEST_P(ServerHybrid, ManyChunkPromptsGiveTheSameLogprobsWhateverTheBudget) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyHybrid, ServerHybrid, ::testing::Values("tiny-qwen35-q8_0", "tiny-lfm2-q4_k_m"),
+INSTANTIATE_TEST_SUITE_P(TinyHybrid, ServerHybrid,
+                         ::testing::Values("tiny-qwen35-q8_0", "tiny-lfm2-q4_k_m", "tiny-qwen35-q8_0@bf16"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string n = info.param;
                            for (char& c : n)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '@') c = '_';
                            return n;
                          });
 

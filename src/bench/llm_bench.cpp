@@ -508,7 +508,8 @@ nlohmann::json to_json(const BenchReport& rep) {
                 {"main_type", std::string(tensor_type_name(c.main_type))}};
   j["machine"] = machine_json(rep.machine);
   j["options"] = {{"reps", rep.options.reps}, {"seed", rep.options.seed}, {"warmup", rep.options.warmup},
-                  {"kv_type", std::string(tensor_type_name(rep.options.kv_type))}};
+                  {"kv_type", std::string(tensor_type_name(rep.options.kv_type))},
+                  {"state_type", std::string(tensor_type_name(rep.options.state_type))}};
   nlohmann::json results = nlohmann::json::array();
   for (const BenchResult& r : rep.results) {
     results.push_back({{"test", r.test.name()},

@@ -77,6 +77,7 @@ struct BenchOptions {
   uint64_t seed = 1234;
   bool warmup = true;                  // one short untimed decode before each test
   TensorType kv_type = TensorType::F16;
+  TensorType state_type = TensorType::F32;  // recurrent state storage (hybrid models)
   int32_t kv_block_size = 16;
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  // non-null: constrained decoding
   std::string grammar_name;                                 // for the report (the file)

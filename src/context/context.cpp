@@ -32,9 +32,9 @@ uint64_t kv_bytes_per_token(const HParams& hp, TensorType kv_type) {
   return n_kv_layer * ((hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) / tr->block_size) * tr->type_size;
 }
 
-uint64_t state_bytes_per_sequence(const HParams& hp) {
+uint64_t state_bytes_per_sequence(const HParams& hp, TensorType state_type) {
   uint64_t floats = 0;
-  for (int il = 0; il < hp.n_layer && size_t(il) < hp.layer_mixer.size(); ++il) floats += hp.state_floats(il);
+  for (int il = 0; il < hp.n_layer && size_t(il) < hp.layer_mixer.size(); ++il) floats += hp.state_floats(il, state_type);
   return floats * sizeof(float);
 }
 
@@ -63,6 +63,9 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
   if (params.kv_type == TensorType::Q8_0 && hp.n_kv_layer > 0 && hp.head_dim_k % 32 != 0)
     return Status::error(fmt::format("context: a Q8_0 KV cache needs a head size that is a multiple of 32; this "
                                      "model's is {} (use an F16 or F32 KV cache)", hp.head_dim_k));
+  if (params.state_type != TensorType::F32 && params.state_type != TensorType::BF16)
+    return Status::error(fmt::format("context: recurrent state type {} is not supported (F32 or BF16)",
+                                     tensor_type_name(params.state_type)));
 
   KvCacheConfig kc;
   kc.n_layer = hp.n_kv_layer;
@@ -82,7 +85,8 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<Model> model, c
     kc.rope_layer.push_back(hp.layer_use_rope[il] ? 1 : 0);
   }
   if (hp.has_recurrent()) {
-    for (int il = 0; il < hp.n_layer; ++il) kc.state_layer_floats.push_back(hp.state_floats(il));
+    for (int il = 0; il < hp.n_layer; ++il) kc.state_layer_floats.push_back(hp.state_floats(il, params.state_type));
+    kc.state_type = params.state_type;
     kc.snapshot_budget_bytes = params.state_snapshot_bytes;
     // Chunk-wise rows only where every chunk can stay whole: a batch and a ubatch hold one, and
     // the prefix snapshots at block boundaries fall on chunk ends. Otherwise every row runs

@@ -33,6 +33,9 @@ struct ContextParams {
   // Models with recurrent layers: bytes of recurrent-state snapshots kept for prefix reuse
   // (KvCache's prefix snapshots; least-recently-used beyond it).
   uint64_t state_snapshot_bytes = uint64_t{256} << 20;
+  // Models with recurrent layers: storage of the recurrent matrices (Gated DeltaNet's state),
+  // F32 or BF16 (half the bytes per sequence and snapshot; kernels/recurrent.h says how it rounds).
+  TensorType state_type = TensorType::F32;
 };
 
 // Return codes of decode(), as the field's C APIs use them: 0 ok, 1 no KV room for the
@@ -108,9 +111,9 @@ uint64_t available_memory_bytes();
 // not a tensor type.
 uint64_t kv_bytes_per_token(const HParams& hp, TensorType kv_type);
 
-// Bytes of recurrent state one sequence keeps, all recurrent layers together (F32; 0 for a
-// model without recurrent layers).
-uint64_t state_bytes_per_sequence(const HParams& hp);
+// Bytes of recurrent state one sequence keeps, all recurrent layers together, with the recurrent
+// matrices stored as state_type (F32 or BF16; 0 for a model without recurrent layers).
+uint64_t state_bytes_per_sequence(const HParams& hp, TensorType state_type = TensorType::F32);
 
 // Share of available memory an automatically sized KV cache may take at most.
 constexpr double kAutoKvMemoryShare = 0.25;

@@ -120,7 +120,10 @@ const CpuFeatures& cpu_features() {
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
       const unsigned max_subleaf = a;
       f.amx_int8 = (d & (1u << 24)) && (d & (1u << 25));  // AMX-TILE, AMX-INT8
-      if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = f.avx2 && (a & (1u << 4));
+      if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+        f.avx_vnni = f.avx2 && (a & (1u << 4));
+        f.avx512_bf16 = f.avx512 && (a & (1u << 5));
+      }
     }
     const uint64_t xcr0 = read_xcr0();
     f.os_amx = (xcr0 & (uint64_t{1} << 17)) && (xcr0 & (uint64_t{1} << 18));

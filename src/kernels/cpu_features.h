@@ -38,6 +38,7 @@ struct CpuFeatures {
   bool avx512 = false;       // AVX-512 F, BW, VL, DQ (and OS-enabled ZMM state)
   bool avx512_vnni = false;  // AVX-512 VNNI (vpdpbusd on zmm), only with avx512
   bool avx_vnni = false;     // AVX-VNNI (VEX vpdpbusd on ymm): CPUID.(EAX=7,ECX=1):EAX[4]
+  bool avx512_bf16 = false;  // AVX512_BF16 (vcvtneps2bf16): CPUID.(EAX=7,ECX=1):EAX[5], only with avx512
   bool amx_int8 = false;     // AMX-TILE and AMX-INT8: CPUID.(EAX=7,ECX=0):EDX[24] and EDX[25]
   bool os_amx = false;       // XCR0[17] (XTILECFG) and XCR0[18] (XTILEDATA) set (xgetbv, needs OSXSAVE)
   bool neon = false;         // aarch64: Advanced SIMD (HWCAP_ASIMD)

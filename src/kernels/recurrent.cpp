@@ -51,6 +51,10 @@ namespace avx512 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 }
+namespace avx512bf16 {
+void delta_rule_tokens(const DeltaRuleArgs& args);
+void delta_rule_chunks(const DeltaRuleArgs& args);
+}
 namespace neon {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
@@ -72,7 +76,10 @@ DeltaKernels delta_kernels() {
   switch (simd_level()) {
 #if defined(UBATCH_X86_KERNELS)
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
-    case SimdLevel::Avx512: return {&avx512::delta_rule_tokens, &avx512::delta_rule_chunks};
+    case SimdLevel::Avx512:
+      // The same bits either way; AVX512_BF16 stores a BF16 state in one instruction.
+      if (cpu_features().avx512_bf16) return {&avx512bf16::delta_rule_tokens, &avx512bf16::delta_rule_chunks};
+      return {&avx512::delta_rule_tokens, &avx512::delta_rule_chunks};
     case SimdLevel::Avx2: return {&avx2::delta_rule_tokens, &avx2::delta_rule_chunks};
 #elif defined(UBATCH_ARM_KERNELS)
     case SimdLevel::Dotprod:  // no dot products here: the NEON one
@@ -84,13 +91,25 @@ DeltaKernels delta_kernels() {
 }
 }  // namespace
 
-void delta_rule_tokens(const DeltaRuleArgs& args) { delta_kernels().tokens(args); }
+namespace {
+void check_storage(const DeltaRuleArgs& a) {
+  UBATCH_CHECK_MSG((a.S != nullptr) != (a.S_bf16 != nullptr), "delta rule: exactly one of S and S_bf16 must be set");
+  UBATCH_CHECK_MSG(a.S ? !a.snapshots_bf16 : !a.snapshots, "delta rule: snapshots of another type than the state");
+}
+}  // namespace
+
+void delta_rule_tokens(const DeltaRuleArgs& args) {
+  check_storage(args);
+  delta_kernels().tokens(args);
+}
 
 void delta_rule_chunks(const DeltaRuleArgs& args) {
+  check_storage(args);
   UBATCH_CHECK_MSG(args.n_tokens % kDeltaChunk == 0, "delta_rule_chunks: tokens not a whole number of chunks");
-  if (args.snapshots)
-    for (int r = 0; r < args.n_tokens; ++r)
-      UBATCH_CHECK_MSG(!args.snapshots[r] || r % kDeltaChunk == kDeltaChunk - 1, "delta_rule_chunks: a snapshot inside a chunk");
+  for (int r = 0; r < args.n_tokens; ++r) {
+    const bool snap = (args.snapshots && args.snapshots[r]) || (args.snapshots_bf16 && args.snapshots_bf16[r]);
+    UBATCH_CHECK_MSG(!snap || r % kDeltaChunk == kDeltaChunk - 1, "delta_rule_chunks: a snapshot inside a chunk");
+  }
   delta_kernels().chunks(args);
 }
 

@@ -41,8 +41,16 @@ void l2_normalize(float* x, int64_t n, float eps);
 // buffer that receives S as it stands after that token. Computed as u = β (v − decay·(Sᵀk)),
 // S ← decay·S + k uᵀ (one fma per element), o = Sᵀq; the sums over i keep four partial sums
 // (i mod 4) of fused multiply-adds, added as (s0 + s1) + (s2 + s3) (recurrent_inl.h).
+//
+// The state is stored either in F32 (S, snapshots) or in BF16 (S_bf16, snapshots_bf16; exactly
+// one of S and S_bf16 is set). A BF16 state is read as exact floats and rounded to nearest even
+// each time it is stored — after every token here, after every chunk in delta_rule_chunks —
+// while the outputs use the unrounded floats, so the results still depend only on the tokens
+// and on which of them run chunk-wise, not on how they are grouped into calls; a BF16 state
+// halves the bytes a decode step moves per (sequence, head), as vLLM's bfloat16 SSM cache does.
 struct DeltaRuleArgs {
   float* S = nullptr;
+  uint16_t* S_bf16 = nullptr;
   int d_k = 0, d_v = 0;
   int n_tokens = 0;
   const int32_t* rows = nullptr;
@@ -57,10 +65,11 @@ struct DeltaRuleArgs {
   float* o = nullptr;
   int64_t o_stride = 0;
   float* const* snapshots = nullptr;
-  // Optional: the state [d_k, d_v] the caller runs next, prefetched into L2 while this one runs
-  // (decode reads and writes one state per (sequence, head), each once per step: without it every
-  // state starts on a cold miss). Prefetch only: no effect on any result.
-  const float* prefetch = nullptr;
+  uint16_t* const* snapshots_bf16 = nullptr;  // with S_bf16: BF16 [d_k, d_v] buffers
+  // Optional: the state [d_k, d_v] the caller runs next (in S's storage type), prefetched into L2
+  // while this one runs (decode reads and writes one state per (sequence, head), each once per
+  // step: without it every state starts on a cold miss). Prefetch only: no effect on any result.
+  const void* prefetch = nullptr;
 };
 void delta_rule_tokens(const DeltaRuleArgs& args);
 

@@ -21,6 +21,43 @@
 
 namespace ubatch::kernels::simd16 {
 
+// A state's 16-column pieces in its storage type St: float, or uint16_t for BF16 (exact on
+// load, rounded to nearest even on store). n: lanes of a partial strip (Full: all 16).
+template <class V, class St, bool Full>
+struct StateIo {
+  using F = typename V::F;
+  static inline F ld(const St* p, int n) {
+    if constexpr (std::is_same_v<St, float>) {
+      if constexpr (Full) return V::load(p);
+      else return V::load_n(p, n);
+    } else {
+      if constexpr (Full) return V::load_bf16(p);
+      else return V::load_bf16_n(p, n);
+    }
+  }
+  static inline void st(St* p, F v, int n) {
+    if constexpr (std::is_same_v<St, float>) {
+      if constexpr (Full) V::store(p, v);
+      else V::store_n(p, v, n);
+    } else {
+      if constexpr (Full) V::store_bf16(p, v);
+      else V::store_bf16_n(p, v, n);
+    }
+  }
+};
+
+// The state and the snapshot buffers of the args in storage type St.
+template <class St>
+inline St* state_of(const DeltaRuleArgs& a) {
+  if constexpr (std::is_same_v<St, float>) return a.S;
+  else return a.S_bf16;
+}
+template <class St>
+inline St* snapshot_of(const DeltaRuleArgs& a, int r) {
+  if constexpr (std::is_same_v<St, float>) return a.snapshots ? a.snapshots[r] : nullptr;
+  else return a.snapshots_bf16 ? a.snapshots_bf16[r] : nullptr;
+}
+
 // Sums over the d_k rows keep kParts partial sums (row i goes to part i mod kParts), added as
 // (p0 + p1) + (p2 + p3) at the end: independent fma chains, the same order on every level.
 constexpr int kDeltaParts = 4;
@@ -28,29 +65,18 @@ constexpr int kDeltaParts = 4;
 // M strips of 16 columns from column j0; Full: every strip has 16 columns (plain loads and
 // stores, no lane masks). The four partial sums are separate variables, the rows unrolled by
 // four, so that they stay in registers: row i still goes to part i mod 4, in increasing i.
-template <class V, int M, bool Full>
+template <class V, class St, int M, bool Full>
 inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
   using F = typename V::F;
+  using Io = StateIo<V, St, Full>;
   static_assert(kDeltaParts == 4, "the unrolled loops below keep four partial sums");
   const int d_k = a.d_k, d_v = a.d_v;
   int n[M];
   for (int m = 0; m < M; ++m) n[m] = std::min(kLanes, d_v - (j0 + m * kLanes));
-  auto ld = [&](const float* p, int m) -> F {
-    if constexpr (Full) {
-      (void)m;
-      return V::load(p);
-    } else {
-      return V::load_n(p, n[m]);
-    }
-  };
-  auto st = [&](float* p, F v, int m) {
-    if constexpr (Full) {
-      (void)m;
-      V::store(p, v);
-    } else {
-      V::store_n(p, v, n[m]);
-    }
-  };
+  auto ld = [&](const St* p, int m) -> F { return Io::ld(p, n[m]); };
+  auto st = [&](St* p, F v, int m) { Io::st(p, v, n[m]); };
+  auto ld_f32 = [&](const float* p, int m) -> F { return StateIo<V, float, Full>::ld(p, n[m]); };
+  auto st_f32 = [&](float* p, F v, int m) { StateIo<V, float, Full>::st(p, v, n[m]); };
   for (int r = 0; r < a.n_tokens; ++r) {
     const int64_t row_index = a.rows ? a.rows[r] : r;
     const float* q = a.q + row_index * a.qk_stride;
@@ -58,7 +84,7 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
     const float* v = a.v + row_index * a.v_stride;
     float* o = a.o + row_index * a.o_stride;
     const F vdecay = V::set1(a.decay[row_index * a.gate_stride]);
-    float* const S = a.S + j0;
+    St* const S = state_of<St>(a) + j0;
     // Pass 1 (reads S): u = β (v − decay · Sᵀk).
     F p0[M], p1[M], p2[M], p3[M];
     for (int m = 0; m < M; ++m) p0[m] = p1[m] = p2[m] = p3[m] = V::zero();
@@ -67,7 +93,7 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
     // d_v floats apart, so the hardware's streams, which stop at pages, do not follow them).
     const bool pf_strip = r == 0 && j0 + M * kLanes < d_v;
     for (; i + 4 <= d_k; i += 4) {
-      const float* s = S + static_cast<int64_t>(i) * d_v;
+      const St* s = S + static_cast<int64_t>(i) * d_v;
       if (pf_strip)
         for (int rr = 0; rr < 4; ++rr)
           for (int m = 0; m < M; ++m) __builtin_prefetch(s + rr * d_v + (M + m) * kLanes, 1, 2);
@@ -81,7 +107,7 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
       }
     }
     for (; i < d_k; ++i) {  // d_k not a multiple of 4: rows i ≡ 0, 1, 2 (mod 4) left
-      const float* s = S + static_cast<int64_t>(i) * d_v;
+      const St* s = S + static_cast<int64_t>(i) * d_v;
       const F ki = V::set1(k[i]);
       for (int m = 0; m < M; ++m) {
         F& acc = i % 4 == 0 ? p0[m] : i % 4 == 1 ? p1[m] : p2[m];
@@ -92,11 +118,12 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
     F u[M];
     for (int m = 0; m < M; ++m) {
       const F dot = V::add(V::add(p0[m], p1[m]), V::add(p2[m], p3[m]));
-      u[m] = V::mul(vbeta, V::sub(ld(v + j0 + m * kLanes, m), V::mul(vdecay, dot)));
+      u[m] = V::mul(vbeta, V::sub(ld_f32(v + j0 + m * kLanes, m), V::mul(vdecay, dot)));
     }
     // Pass 2: S ← decay · S + k uᵀ and o = Sᵀq over the updated rows.
     for (int m = 0; m < M; ++m) p0[m] = p1[m] = p2[m] = p3[m] = V::zero();
-    float* const snap = a.snapshots && a.snapshots[r] ? a.snapshots[r] + j0 : nullptr;
+    St* const snap0 = snapshot_of<St>(a, r);
+    St* const snap = snap0 ? snap0 + j0 : nullptr;
     auto update = [&](int row, F& acc, int m) {
       const int64_t off = static_cast<int64_t>(row) * d_v + m * kLanes;
       const F sv = V::fma(V::set1(k[row]), u[m], V::mul(ld(S + off, m), vdecay));
@@ -106,7 +133,7 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
     };
     // The first token's pass 2 prefetches the same strip of the next state, so that all of it
     // is on its way by the last strip.
-    const float* const next = r == 0 && a.prefetch ? a.prefetch + j0 : nullptr;
+    const St* const next = r == 0 && a.prefetch ? static_cast<const St*>(a.prefetch) + j0 : nullptr;
     for (i = 0; i + 4 <= d_k; i += 4)
       for (int m = 0; m < M; ++m) {
         if (next)
@@ -119,21 +146,26 @@ inline void delta_rule_strips(const DeltaRuleArgs& a, int j0) {
     for (; i < d_k; ++i)
       for (int m = 0; m < M; ++m) update(i, i % 4 == 0 ? p0[m] : i % 4 == 1 ? p1[m] : p2[m], m);
     for (int m = 0; m < M; ++m)
-      st(o + j0 + m * kLanes, V::add(V::add(p0[m], p1[m]), V::add(p2[m], p3[m])), m);
+      st_f32(o + j0 + m * kLanes, V::add(V::add(p0[m], p1[m]), V::add(p2[m], p3[m])), m);
   }
 }
 
 // kernels/recurrent.h's delta_rule_tokens. Each strip of value columns runs every token before
 // the next strip (the columns of S evolve independently), so the strip stays in L1.
-template <class V>
-inline void delta_rule_tokens_row(const DeltaRuleArgs& a) {
+template <class V, class St>
+inline void delta_rule_tokens_st(const DeltaRuleArgs& a) {
   int j0 = 0;
-  for (; j0 + 2 * kLanes <= a.d_v; j0 += 2 * kLanes) delta_rule_strips<V, 2, true>(a, j0);
+  for (; j0 + 2 * kLanes <= a.d_v; j0 += 2 * kLanes) delta_rule_strips<V, St, 2, true>(a, j0);
   if (j0 + kLanes <= a.d_v) {
-    delta_rule_strips<V, 1, true>(a, j0);
+    delta_rule_strips<V, St, 1, true>(a, j0);
     j0 += kLanes;
   }
-  if (j0 < a.d_v) delta_rule_strips<V, 1, false>(a, j0);
+  if (j0 < a.d_v) delta_rule_strips<V, St, 1, false>(a, j0);
+}
+template <class V>
+inline void delta_rule_tokens_row(const DeltaRuleArgs& a) {
+  if (a.S_bf16) delta_rule_tokens_st<V, uint16_t>(a);
+  else delta_rule_tokens_st<V, float>(a);
 }
 
 
@@ -222,8 +254,8 @@ inline void delta_chunk_setup(const DeltaRuleArgs& a, const int64_t* row, DeltaC
 }
 
 // One strip of n ≤ 16 value columns from j0 through one chunk (rows row[0..C)).
-template <class V, bool Full>
-inline void delta_chunk_strip(const DeltaRuleArgs& a, const int64_t* row, DeltaChunkWork& w, int j0, float* snap) {
+template <class V, class St, bool Full>
+inline void delta_chunk_strip(const DeltaRuleArgs& a, const int64_t* row, DeltaChunkWork& w, int j0, St* snap) {
   using F = typename V::F;
   constexpr int C = kLanes;
   // Tokens per pass A sweep: 2·TB accumulators (P and R) in registers.
@@ -232,21 +264,15 @@ inline void delta_chunk_strip(const DeltaRuleArgs& a, const int64_t* row, DeltaC
   constexpr int RB = V::kAccRegs >= 16 ? 8 : 4;
   const int d_k = a.d_k, d_v = a.d_v;
   const int n = std::min(kLanes, d_v - j0);
-  auto ld = [&](const float* p) -> F {
-    if constexpr (Full) return V::load(p);
-    else return V::load_n(p, n);
-  };
-  auto st = [&](float* p, F v) {
-    if constexpr (Full) V::store(p, v);
-    else V::store_n(p, v, n);
-  };
-  float* const S = a.S + j0;
+  using Io = StateIo<V, St, Full>;
+  using IoF = StateIo<V, float, Full>;
+  St* const S = state_of<St>(a) + j0;
   // Pass A: P_t = S₀ᵀk_t, R_t = S₀ᵀq_t over the strip, one chain per lane in increasing i.
   for (int t0 = 0; t0 < C; t0 += TB) {
     F p[TB], r[TB];
     for (int u = 0; u < TB; ++u) p[u] = r[u] = V::zero();
     for (int i = 0; i < d_k; ++i) {
-      const F s = ld(S + static_cast<int64_t>(i) * d_v);
+      const F s = Io::ld(S + static_cast<int64_t>(i) * d_v, n);
       const float* kt = &w.kt[static_cast<size_t>(i) * C + t0];
       const float* qt = &w.qt[static_cast<size_t>(i) * C + t0];
       for (int u = 0; u < TB; ++u) {
@@ -263,12 +289,12 @@ inline void delta_chunk_strip(const DeltaRuleArgs& a, const int64_t* row, DeltaC
   // + M[t][s] u_s for s ≤ t in increasing s.
   for (int t = 0; t < C; ++t) {
     const float* v = a.v + row[t] * a.v_stride + j0;
-    F x = V::mul(V::set1(w.A[t][t]), V::sub(ld(v), V::mul(V::set1(w.gam[t]), V::load(w.P[t]))));
+    F x = V::mul(V::set1(w.A[t][t]), V::sub(IoF::ld(v, n), V::mul(V::set1(w.gam[t]), V::load(w.P[t]))));
     for (int s = 0; s < t; ++s) x = V::fnma(V::set1(w.A[t][s]), V::load(w.U[s]), x);
     V::store(w.U[t], x);
     F y = V::mul(V::set1(w.gam[t]), V::load(w.R[t]));
     for (int s = 0; s <= t; ++s) y = V::fma(V::set1(w.M[t][s]), V::load(w.U[s]), y);
-    st(a.o + row[t] * a.o_stride + j0, y);
+    IoF::st(a.o + row[t] * a.o_stride + j0, y, n);
   }
   // Pass B: S ← γ_{C−1} S₀ + Σ_s Γ[C−1][s] k_s u_sᵀ, each element one chain in increasing s.
   const F gend = V::set1(w.gam[C - 1]);
@@ -276,14 +302,14 @@ inline void delta_chunk_strip(const DeltaRuleArgs& a, const int64_t* row, DeltaC
   auto rows_block = [&](int i0, auto nb) {
     constexpr int NB = decltype(nb)::value;
     F acc[NB];
-    for (int b = 0; b < NB; ++b) acc[b] = V::mul(ld(S + static_cast<int64_t>(i0 + b) * d_v), gend);
+    for (int b = 0; b < NB; ++b) acc[b] = V::mul(Io::ld(S + static_cast<int64_t>(i0 + b) * d_v, n), gend);
     for (int s = 0; s < C; ++s) {
       const F us = V::load(w.U[s]);
       for (int b = 0; b < NB; ++b) acc[b] = V::fma(V::set1(w.kend[static_cast<size_t>(i0 + b) * C + s]), us, acc[b]);
     }
     for (int b = 0; b < NB; ++b) {
-      st(S + static_cast<int64_t>(i0 + b) * d_v, acc[b]);
-      if (snap) st(snap + j0 + static_cast<int64_t>(i0 + b) * d_v, acc[b]);
+      Io::st(S + static_cast<int64_t>(i0 + b) * d_v, acc[b], n);
+      if (snap) Io::st(snap + j0 + static_cast<int64_t>(i0 + b) * d_v, acc[b], n);
     }
   };
   for (; i + RB <= d_k; i += RB) rows_block(i, std::integral_constant<int, RB>{});
@@ -292,8 +318,8 @@ inline void delta_chunk_strip(const DeltaRuleArgs& a, const int64_t* row, DeltaC
 
 // kernels/recurrent.h's delta_rule_chunks: chunk by chunk, each chunk's set-up once, then its
 // strips of 16 value columns.
-template <class V>
-inline void delta_rule_chunks_row(const DeltaRuleArgs& a) {
+template <class V, class St>
+inline void delta_rule_chunks_st(const DeltaRuleArgs& a) {
   static_assert(kDeltaChunk == kLanes, "a chunk's C × C tables are rows of 16 lanes");
   constexpr int C = kLanes;
   thread_local DeltaChunkWork w;
@@ -307,11 +333,16 @@ inline void delta_rule_chunks_row(const DeltaRuleArgs& a) {
     int64_t row[C];
     for (int t = 0; t < C; ++t) row[t] = a.rows ? a.rows[c0 + t] : c0 + t;
     delta_chunk_setup<V>(a, row, w);
-    float* snap = a.snapshots ? a.snapshots[c0 + C - 1] : nullptr;
+    St* snap = snapshot_of<St>(a, c0 + C - 1);
     int j0 = 0;
-    for (; j0 + kLanes <= a.d_v; j0 += kLanes) delta_chunk_strip<V, true>(a, row, w, j0, snap);
-    if (j0 < a.d_v) delta_chunk_strip<V, false>(a, row, w, j0, snap);
+    for (; j0 + kLanes <= a.d_v; j0 += kLanes) delta_chunk_strip<V, St, true>(a, row, w, j0, snap);
+    if (j0 < a.d_v) delta_chunk_strip<V, St, false>(a, row, w, j0, snap);
   }
+}
+template <class V>
+inline void delta_rule_chunks_row(const DeltaRuleArgs& a) {
+  if (a.S_bf16) delta_rule_chunks_st<V, uint16_t>(a);
+  else delta_rule_chunks_st<V, float>(a);
 }
 
 }  // namespace ubatch::kernels::simd16

@@ -19,6 +19,9 @@
 //       load_n: lanes >= n hold `fill` (n in [0, 16]); store_n writes lanes < n only.
 //   load_f16(p), load_f16_n(p, n)     binary16 → float (exact); lanes >= n are 0
 //   load_bf16(p), load_bf16_n(p, n)   bfloat16 → float (exact)
+//   store_bf16(p, v), store_bf16_n(p, v, n)  float → bfloat16 as AVX512_BF16's vcvtneps2bf16
+//                                     converts: to nearest even, subnormal inputs to a signed
+//                                     zero, NaN quieted (x >> 16 | 0x40); store_n writes lanes < n
 //   load_i8(p)                        16 int8 → float (exact)
 //   f16_to_f32(h)                     one binary16 → float (exact), a scalar
 //   add sub mul div                   IEEE, one rounding each

@@ -71,6 +71,28 @@ struct Simd16 {
     std::memcpy(buf, p, sizeof(uint16_t) * static_cast<size_t>(n < 16 ? n : 16));
     return load_bf16(buf);
   }
+  // float → bfloat16 (simd16.h: to nearest even, subnormals to a signed zero, NaN quieted), in
+  // integer arithmetic.
+  static UBATCH_SIMD16_INLINE __m256i bf16_bits8(__m256 a) {
+    const __m256i x = _mm256_castps_si256(a);
+    const __m256i hi = _mm256_srli_epi32(x, 16);
+    const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+    const __m256i sub = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(hi, _mm256_set1_epi32(0x8000)), sub);
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+  }
+  static UBATCH_SIMD16_INLINE void store_bf16(uint16_t* p, const F& a) {
+    // packus interleaves the 128-bit halves (lo 0-3, hi 0-3, lo 4-7, hi 4-7); the permute restores lane order.
+    const __m256i w = _mm256_packus_epi32(bf16_bits8(a.lo), bf16_bits8(a.hi));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_permute4x64_epi64(w, 0xD8));
+  }
+  static UBATCH_SIMD16_INLINE void store_bf16_n(uint16_t* p, const F& a, int n) {
+    alignas(32) uint16_t buf[16];
+    store_bf16(buf, a);
+    std::memcpy(p, buf, sizeof(uint16_t) * static_cast<size_t>(n < 0 ? 0 : n < 16 ? n : 16));
+  }
   static UBATCH_SIMD16_INLINE F load_i8(const int8_t* p) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)),

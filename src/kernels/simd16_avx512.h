@@ -55,6 +55,24 @@ struct Simd16 {
     const __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(first(n), p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
   }
+  // float → bfloat16 (simd16.h: to nearest even, subnormals to a signed zero, NaN quieted), in
+  // integer arithmetic; avx512bf16::Simd16 (simd16_avx512bf16.h) has the one-instruction form.
+  static UBATCH_SIMD16_INLINE __m256i bf16_bits(F a) {
+    const __m512i x = _mm512_castps_si512(a);
+    const __m512i hi = _mm512_srli_epi32(x, 16);
+    const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __mmask16 sub = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7F800000));
+    r = _mm512_mask_and_epi32(r, sub, hi, _mm512_set1_epi32(0x8000));
+    r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), hi, _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+  }
+  static UBATCH_SIMD16_INLINE void store_bf16(uint16_t* p, F a) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bf16_bits(a));
+  }
+  static UBATCH_SIMD16_INLINE void store_bf16_n(uint16_t* p, F a, int n) {
+    _mm256_mask_storeu_epi16(p, first(n), bf16_bits(a));
+  }
   static UBATCH_SIMD16_INLINE F load_i8(const int8_t* p) {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));

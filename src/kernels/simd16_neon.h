@@ -95,6 +95,27 @@ struct Simd16 {
     std::memcpy(buf, p, sizeof(uint16_t) * static_cast<size_t>(clamp16(n)));
     return load_bf16(buf);
   }
+  // float → bfloat16 (simd16.h: to nearest even, subnormals to a signed zero, NaN quieted), in
+  // integer arithmetic.
+  static UBATCH_SIMD16_INLINE uint16x4_t bf16_bits4(float32x4_t a) {
+    const uint32x4_t x = vreinterpretq_u32_f32(a);
+    const uint32x4_t lsb = vandq_u32(vshrq_n_u32(x, 16), vdupq_n_u32(1));
+    uint16x4_t r = vshrn_n_u32(vaddq_u32(vaddq_u32(x, vdupq_n_u32(0x7FFF)), lsb), 16);
+    const uint16x4_t hi = vshrn_n_u32(x, 16);
+    const uint16x4_t sub = vmovn_u32(vceqq_u32(vandq_u32(x, vdupq_n_u32(0x7F800000)), vdupq_n_u32(0)));
+    r = vbsl_u16(sub, vand_u16(hi, vdup_n_u16(0x8000)), r);
+    const uint16x4_t nan = vorr_u16(hi, vdup_n_u16(0x40));
+    return vbsl_u16(vmovn_u32(vceqq_f32(a, a)), r, nan);
+  }
+  static UBATCH_SIMD16_INLINE void store_bf16(uint16_t* p, const F& a) {
+    vst1q_u16(p, vcombine_u16(bf16_bits4(a.v[0]), bf16_bits4(a.v[1])));
+    vst1q_u16(p + 8, vcombine_u16(bf16_bits4(a.v[2]), bf16_bits4(a.v[3])));
+  }
+  static UBATCH_SIMD16_INLINE void store_bf16_n(uint16_t* p, const F& a, int n) {
+    uint16_t buf[16];
+    store_bf16(buf, a);
+    std::memcpy(p, buf, sizeof(uint16_t) * static_cast<size_t>(clamp16(n)));
+  }
   static UBATCH_SIMD16_INLINE F load_i8(const int8_t* p) {
     const int8x16_t q = vld1q_s8(p);
     const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);

@@ -88,6 +88,21 @@ struct Simd16 {
     }
     return r;
   }
+  // float → bfloat16 (simd16.h: to nearest even, subnormals to a signed zero, NaN quieted).
+  static uint16_t bf16_bits(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7FFFFFFF) > 0x7F800000) return static_cast<uint16_t>((x >> 16) | 0x0040);
+    if ((x & 0x7F800000) == 0) return static_cast<uint16_t>((x >> 16) & 0x8000);
+    return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
+  }
+  static void store_bf16(uint16_t* p, const F& a) { store_bf16_n(p, a, 16); }
+  static void store_bf16_n(uint16_t* p, const F& a, int n) {
+    for (int i = 0; i < n && i < 16; ++i) {
+      const uint16_t h = bf16_bits(a.v[i]);
+      std::memcpy(p + i, &h, 2);
+    }
+  }
   static F load_i8(const int8_t* p) {
     F r;
     for (int i = 0; i < 16; ++i) r.v[i] = static_cast<float>(p[i]);

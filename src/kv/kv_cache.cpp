@@ -535,6 +535,7 @@ void KvCache::place_state(const int32_t* pos, const int32_t* seq_id, int32_t n_t
   const int32_t bs = cfg_.block_size;
   ++placements_;
   view.state_floats = state_floats_;
+  view.type = cfg_.state_type;
   view.layer_offset = state_offset_;
   view.chunk = cfg_.state_chunk;
   if (chunkable && cfg_.state_chunk > 0) view.chunkable.assign(chunkable, chunkable + n_tokens);

@@ -78,6 +78,9 @@ struct KvCacheConfig {
   // Recurrent state: floats each model layer keeps per sequence ([n_model_layers], 0 for
   // attention layers); empty: no recurrent layers.
   std::vector<size_t> state_layer_floats;
+  // How the layers store their recurrent matrices (F32 or BF16), passed to the forward pass in
+  // StateView::type; this class only counts words.
+  TensorType state_type = TensorType::F32;
   uint64_t snapshot_budget_bytes = uint64_t{256} << 20;  // prefix snapshots kept at most
   int32_t snapshot_interval = 256;  // tokens between a sequence's snapshots in decode steps
   // Rows flagged chunkable at placement are computed in position-aligned chunks of this many

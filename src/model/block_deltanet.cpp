@@ -98,7 +98,9 @@ class DeltaNetBlock final : public Block {
     }
     const size_t off = st.layer_offset[static_cast<size_t>(il)];
     const size_t conv_floats = static_cast<size_t>(K - 1) * C;
-    const size_t head_floats = static_cast<size_t>(d) * d;
+    // A value head's S [d, d]: d² floats, or d² BF16 values packed two to a float word.
+    const bool bf16 = st.type == TensorType::BF16;
+    const size_t head_floats = bf16 ? (static_cast<size_t>(d) * d + 1) / 2 : static_cast<size_t>(d) * d;
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(d));
     const int n_seqs = st.n_seqs();
 
@@ -136,12 +138,15 @@ class DeltaNetBlock final : public Block {
     auto head_offset = [&](int64_t h) { return off + conv_floats + static_cast<size_t>(h) * head_floats; };
     fp.pool.run([&](int ith, int nth) {
       std::vector<float*> snaps;
+    std::vector<uint16_t*> snaps_bf16;
+    auto bf16_at = [](float* p) { return reinterpret_cast<uint16_t*>(p); };
       for (int64_t task = ith; task < n_tasks; task += nth) {
         const int s = static_cast<int>(task / Hv), h = static_cast<int>(task % Hv), kh = h % Hk;
         const std::vector<int32_t>& rows = st.seq_rows[static_cast<size_t>(s)];
         kernels::DeltaRuleArgs a;
         const size_t s_off = head_offset(h);
-        a.S = st.seq_state[static_cast<size_t>(s)] + s_off;
+        if (bf16) a.S_bf16 = bf16_at(st.seq_state[static_cast<size_t>(s)] + s_off);
+        else a.S = st.seq_state[static_cast<size_t>(s)] + s_off;
         a.d_k = d;
         a.d_v = d;
         a.n_tokens = static_cast<int>(rows.size());
@@ -166,7 +171,13 @@ class DeltaNetBlock final : public Block {
               snaps[r] = cp + s_off;
               any = true;
             }
-          if (any) a.snapshots = snaps.data();
+          if (any && bf16) {
+            snaps_bf16.assign(rows.size(), nullptr);
+            for (size_t r = 0; r < rows.size(); ++r) snaps_bf16[r] = snaps[r] ? bf16_at(snaps[r]) : nullptr;
+            a.snapshots_bf16 = snaps_bf16.data();
+          } else if (any) {
+            a.snapshots = snaps.data();
+          }
         }
         const std::vector<std::pair<int, bool>>& seg = segments[static_cast<size_t>(s)];
         for (size_t g = 0; g < seg.size(); ++g) {
@@ -175,6 +186,7 @@ class DeltaNetBlock final : public Block {
           part.n_tokens = r1 - r0;
           part.rows = rows.data() + r0;
           if (a.snapshots) part.snapshots = a.snapshots + r0;
+          if (a.snapshots_bf16) part.snapshots_bf16 = a.snapshots_bf16 + r0;
           if (seg[g].second) kernels::delta_rule_chunks(part);
           else kernels::delta_rule_tokens(part);
         }

@@ -259,11 +259,13 @@ Status check_arch_keys(const gguf::File& f, const ArchSpec& spec, HParams& hp) {
 
 }  // namespace
 
-size_t HParams::state_floats(int il) const {
+size_t HParams::state_floats(int il, TensorType state_type) const {
   switch (layer_mixer[il]) {
-    case MixerKind::GatedDeltaNet:
+    case MixerKind::GatedDeltaNet: {
+      const size_t head = static_cast<size_t>(ssm_state_size) * ssm_state_size;
       return static_cast<size_t>(ssm_conv_kernel - 1) * ssm_conv_channels() +
-             static_cast<size_t>(ssm_time_step_rank) * ssm_state_size * ssm_state_size;
+             static_cast<size_t>(ssm_time_step_rank) * (state_type == TensorType::BF16 ? (head + 1) / 2 : head);
+    }
     case MixerKind::ShortConv: return static_cast<size_t>(shortconv_l_cache - 1) * n_embd;
     default: return 0;
   }

@@ -104,10 +104,11 @@ struct HParams {
   // Gated DeltaNet widths: q and k of every key head, and the convolved channels q | k | v.
   int32_t ssm_qk_dim() const { return ssm_group_count * ssm_state_size; }
   int32_t ssm_conv_channels() const { return 2 * ssm_qk_dim() + ssm_inner_size; }
-  // Floats of recurrent state layer il keeps per sequence (0 for attention layers):
-  // Gated DeltaNet (conv_kernel − 1) × conv channels + value heads × state_size²;
-  // short convolution (l_cache − 1) × n_embd.
-  size_t state_floats(int il) const;
+  // 4-byte words of recurrent state layer il keeps per sequence (0 for attention layers), with
+  // the recurrent matrices stored as state_type (F32, or BF16: two values per word):
+  // Gated DeltaNet (conv_kernel − 1) × conv channels (F32) + value heads × state_size² values;
+  // short convolution (l_cache − 1) × n_embd (F32 whatever state_type).
+  size_t state_floats(int il, TensorType state_type = TensorType::F32) const;
   bool has_recurrent() const;
 
   // Reads general.architecture and the keys above. Strict: every `<arch>.*` key of the file

@@ -70,8 +70,12 @@ namespace ubatch {
 //                         chunks of this many tokens (0: every row step by step)
 //   chunkable[t]          1: row t is one the caller allows in a chunk (a position of its
 //                         sequence's prompt, flagged as a function of the sequence alone); empty: none
+//   type                  storage of the recurrent matrices (Gated DeltaNet's S): F32, or BF16
+//                         packed two to a float word (HParams::state_floats); convolution
+//                         states are F32 either way
 struct StateView {
   size_t state_floats = 0;
+  TensorType type = TensorType::F32;
   std::vector<size_t> layer_offset;  // [n_layer] floats into a sequence's state (recurrent layers)
   std::vector<float*> seq_state;
   std::vector<std::vector<int32_t>> seq_rows;

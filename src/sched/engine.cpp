@@ -224,6 +224,8 @@ Engine::Info Engine::info() const {
   i.n_threads = impl_->ctx.pool().n_threads();
   i.kv_type = std::string(tensor_type_name(p.kv_type));
   for (char& c : i.kv_type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  i.state_type = std::string(tensor_type_name(p.state_type));
+  for (char& c : i.state_type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   i.kv_block_size = impl_->ctx.kv().block_size();
   i.kv_blocks = impl_->ctx.kv().n_blocks();
   return i;

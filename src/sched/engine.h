@@ -118,6 +118,7 @@ class Engine {
     int32_t n_ubatch = 0;       // most tokens per forward pass
     int32_t n_threads = 0;      // compute threads
     std::string kv_type;        // as --kv-type spells it: "f16", "f32", "q8_0"
+    std::string state_type;     // as --state-type spells it: "f32", "bf16" (recurrent models' state)
     int32_t kv_block_size = 0;  // token slots per KV block
     int32_t kv_blocks = 0;      // KV blocks in the cache
   };

@@ -28,6 +28,7 @@ json settings_json(const sched::Engine& engine, const DashboardServerInfo& serve
           {"n_ctx_seq", engine.n_ctx_seq()},
           {"threads", info.n_threads},
           {"kv_type", info.kv_type},
+          {"state_type", info.state_type},
           {"kv_block_size", info.kv_block_size},
           {"kv_blocks", info.kv_blocks},
           {"max_queue", c.max_queue},

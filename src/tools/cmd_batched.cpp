@@ -54,7 +54,8 @@ int run_batched(BatchedOptions o) {
     cp.n_batch = std::max(mo.n_batch, o.n_parallel);
     cp.n_ubatch = mo.n_ubatch;
     cp.n_threads = mo.n_threads;
-    cp.kv_type = mo.kv_type == "f32" ? TensorType::F32 : mo.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+    cp.kv_type = kv_type_of(mo.kv_type);
+    cp.state_type = state_type_of(mo.state_type);
     Result<std::unique_ptr<Context>> ctx = Context::create(loaded->model, cp);
     if (!ctx) return fmt::print(stderr, "error: {}\n", ctx.message()), 1;
     loaded->context = std::move(ctx.value());

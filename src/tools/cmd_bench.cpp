@@ -36,6 +36,7 @@ struct BenchCliOptions {
   std::string pp = "128", tg = "128", batch_sizes;
   std::string threads, n_batch = "2048", n_ubatch = "512";
   std::string kv_type = "f16";
+  std::string state_type = "f32";
   std::string output = "md";
   int reps = 5;
   uint64_t seed = 1234;
@@ -155,6 +156,7 @@ int run_spec(const BenchCliOptions& o) {
   mo.n_ubatch = static_cast<int32_t>(first(o.n_ubatch, 512));
   mo.n_ctx = 8192;
   mo.kv_type = o.kv_type;
+  mo.state_type = o.state_type;
   Result<Loaded> loaded = load(mo, true);
   if (!loaded) return fmt::print(stderr, "error: {}\n", loaded.message()), 1;
   Result<std::vector<SpecBenchRow>> rows = run_spec_bench(*loaded->context, *loaded->tokenizer, so);
@@ -217,11 +219,14 @@ int run_bench(const BenchCliOptions& o) {
   BenchReport report;
   report.model.path = o.model;
   report.model.cost = model_cost(*model);
+  // The roofline counts each sequence's state in the storage this run uses.
+  report.model.cost.state_bytes = state_bytes_per_sequence(model->hparams(), state_type_of(o.state_type));
   report.model.desc = describe_model(*model, report.model.cost);
   report.options.reps = o.reps;
   report.options.seed = o.seed;
   report.options.warmup = !o.no_warmup;
-  report.options.kv_type = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+  report.options.kv_type = kv_type_of(o.kv_type);
+  report.options.state_type = state_type_of(o.state_type);
   MachineInfo& m = report.machine;
   m.hw_threads = hw;
 
@@ -279,6 +284,7 @@ int run_bench(const BenchCliOptions& o) {
     cp.n_threads = cfg.n_threads;
     cp.cpus = bench_cpus(o, cfg.n_threads);
     cp.kv_type = bo.kv_type;
+    cp.state_type = bo.state_type;
     Result<std::unique_ptr<Context>> ctx = Context::create(model, cp);
     if (!ok_or_print(ctx)) return 1;
     for (const BenchTest& t : tests) {
@@ -327,6 +333,8 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("-u,--n-ubatch", o->n_ubatch, "micro-batch sizes, comma list")->capture_default_str();
   sub.add_option("--kv-type", o->kv_type, "KV cache storage type")->capture_default_str()
       ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
+  sub.add_option("--state-type", o->state_type, "recurrent state storage of hybrid models")->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   sub.add_option("-o,--output", o->output, "output format")->capture_default_str()
       ->check(CLI::IsMember({"md", "csv", "json"}));
   sub.add_option("-s,--seed", o->seed, "seed of the random token ids (with --spec-prompts: the sampling seed)")

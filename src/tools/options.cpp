@@ -42,7 +42,17 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
       ->check(CLI::Range(0.0f, 1.0f));
   app.add_option("--kv-type", o.kv_type, "KV cache storage type")
       ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
+  app.add_option("--state-type", o.state_type,
+                 "recurrent state storage of hybrid models (Gated DeltaNet's matrices): bf16 halves its bytes per "
+                 "sequence and snapshot, rounding the state after every token")
+      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
 }
+
+TensorType kv_type_of(const std::string& name) {
+  return name == "f32" ? TensorType::F32 : name == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+}
+
+TensorType state_type_of(const std::string& name) { return name == "bf16" ? TensorType::BF16 : TensorType::F32; }
 
 void add_spec_options(CLI::App& app, sched::EngineConfig& e) {
   app.add_option("--spec-ngram", e.spec_ngram,
@@ -92,7 +102,8 @@ Result<Loaded> load(const ModelOptions& o, bool with_tokenizer) {
   }
   ContextParams cp;
   const int32_t trained = out.model->hparams().n_ctx_train;
-  cp.kv_type = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+  cp.kv_type = kv_type_of(o.kv_type);
+  cp.state_type = state_type_of(o.state_type);
   cp.n_ctx = o.n_ctx > 0 ? o.n_ctx
                          : auto_kv_cells(o.ctx_sequences, trained, kv_bytes_per_token(out.model->hparams(), cp.kv_type),
                                          available_memory_bytes());
@@ -185,6 +196,7 @@ std::vector<std::string> machine_lines(int32_t requested_threads) {
   add(f.avx2, "avx2+fma+f16c");
   add(f.avx512, "avx512f/bw/vl/dq");
   add(f.avx512_vnni, "avx512_vnni");
+  add(f.avx512_bf16, "avx512_bf16");
   add(f.avx_vnni, "avx_vnni");
   add(f.amx_int8, "amx_int8");
   add(f.os_amx, "os_amx");

@@ -25,10 +25,15 @@ struct ModelOptions {
   int32_t n_ubatch = 512;          // --n-ubatch
   float kv_cache_fraction = 0.0f;  // --kv-cache-fraction
   std::string kv_type = "f16";     // --kv-type f16|f32|q8_0
+  std::string state_type = "f32";  // --state-type f32|bf16 (models with recurrent layers)
 };
 
-// Adds -m/--model, --threads, --n-ctx, --n-batch, --n-ubatch, --kv-cache-fraction, --kv-type.
+// Adds -m/--model, --threads, --n-ctx, --n-batch, --n-ubatch, --kv-cache-fraction, --kv-type,
+// --state-type.
 void add_model_options(CLI::App& app, ModelOptions& o);
+// The tensor types --kv-type and --state-type name (as their checks allow: f16|f32|q8_0, f32|bf16).
+TensorType kv_type_of(const std::string& name);
+TensorType state_type_of(const std::string& name);
 // Adds --spec-ngram, --spec-k, --spec-table, --spec-always (speculative decoding; docs/CLI.md) into the
 // engine configuration's fields.
 void add_spec_options(CLI::App& app, sched::EngineConfig& e);

@@ -43,7 +43,7 @@ class ServedModel : public server::LoadedModel {
 // The context size load() would choose for this model (options.cpp).
 int32_t context_cells(const ModelOptions& o, const HParams& hp) {
   if (o.n_ctx > 0) return o.n_ctx;
-  const TensorType kv = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+  const TensorType kv = kv_type_of(o.kv_type);
   return auto_kv_cells(o.ctx_sequences, hp.n_ctx_train, kv_bytes_per_token(hp, kv), available_memory_bytes());
 }
 
@@ -129,11 +129,11 @@ Result<server::ModelInfo> probe_model(const ModelFile& file, const ModelOptions&
   info.arch = hp->arch;
   std::error_code ec;
   info.file_bytes = std::filesystem::file_size(file.path, ec);
-  const TensorType kv = o.kv_type == "f32" ? TensorType::F32 : o.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+  const TensorType kv = kv_type_of(o.kv_type);
   info.memory_bytes = 2 * info.file_bytes +
                       static_cast<uint64_t>(context_cells(o, hp.value())) * kv_bytes_per_token(hp.value(), kv);
   // Hybrid models: every parallel sequence's recurrent state, and the prefix snapshots' budget.
-  if (const uint64_t state = state_bytes_per_sequence(hp.value()); state > 0)
+  if (const uint64_t state = state_bytes_per_sequence(hp.value(), state_type_of(o.state_type)); state > 0)
     info.memory_bytes += static_cast<uint64_t>(std::max<int64_t>(o.ctx_sequences, 1)) * state + ContextParams{}.state_snapshot_bytes;
   return info;
 }

@@ -1,0 +1,12 @@
+// AVX-512 instantiation of the gated delta rule with AVX512_BF16's conversion for BF16 states
+// (simd16_avx512bf16.h): the same bits as the scalar reference in recurrent.cpp, and the F32
+// path identical to recurrent_avx512.cpp's. Chosen at run time where cpu_features().avx512_bf16.
+#include "kernels/recurrent_inl.h"
+#include "kernels/simd16_avx512bf16.h"
+
+namespace ubatch::kernels::avx512bf16 {
+
+void delta_rule_tokens(const DeltaRuleArgs& args) { simd16::delta_rule_tokens_row<Simd16>(args); }
+void delta_rule_chunks(const DeltaRuleArgs& args) { simd16::delta_rule_chunks_row<Simd16>(args); }
+
+}  // namespace ubatch::kernels::avx512bf16
