@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/status.h"
 #include "kernels/cpu_features.h"
 #include "kernels/recurrent_inl.h"
 #include "kernels/simd16_scalar.h"
