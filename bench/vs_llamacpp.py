@@ -17,12 +17,14 @@ rates are aggregate generated tokens/s over all sequences (llama-batched-bench's
 
 Usage: python3 bench/vs_llamacpp.py --llama-bin ~/llama.cpp/build/bin MODEL.gguf [MODEL.gguf ...]
          [--rounds 3] [--reps 2] [--threads 2] [-p 512] [-n 128] [--pp 128] [--tg 128]
-         [-B 1,8,32] [--bw-gbps X] [--ubatch build/ubatch] [--json OUT.json]
+         [-B 1,8,32] [--bw-gbps X] [--ubatch build/ubatch] [--ubatch-args "--state-type bf16"]
+         [--json OUT.json]
 -p 0, -n 0 or -B "" leave those tests out.
 """
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -40,6 +42,7 @@ def ubatch_round(o, model):
            "-p", str(o.p), "-n", str(o.n), "--bw-gbps", str(o.bw_gbps)]
     if o.B:
         cmd += ["--pp", str(o.pp), "--tg", str(o.tg), "-B", o.B]
+    cmd += shlex.split(o.ubatch_args)
     doc = json.loads(run(cmd))
     out = {}
     for r in doc["results"]:
@@ -92,6 +95,7 @@ def main():
     ap.add_argument("models", nargs="+")
     ap.add_argument("--llama-bin", required=True, help="folder with llama-bench and llama-batched-bench")
     ap.add_argument("--ubatch", default="build/ubatch")
+    ap.add_argument("--ubatch-args", default="", help="more ubatch bench options, one string (e.g. '--state-type bf16')")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)

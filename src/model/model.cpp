@@ -147,9 +147,15 @@ void Model::describe_features() {
       if (!layers.empty()) kinds += fmt::format("{}{} [{}]", kinds.empty() ? "" : ", ", mixer_kind_name(k), layers);
     }
     out.push_back("hybrid layers: " + kinds);
-    size_t floats = 0;
-    for (int il = 0; il < hp.n_layer; ++il) floats += hp.state_floats(il);
-    out.push_back(fmt::format("recurrent state {:.1f} KiB per sequence (F32)", floats * 4 / 1024.0));
+    size_t floats = 0, floats_bf16 = 0;
+    for (int il = 0; il < hp.n_layer; ++il) {
+      floats += hp.state_floats(il);
+      floats_bf16 += hp.state_floats(il, TensorType::BF16);
+    }
+    out.push_back(floats_bf16 < floats
+                      ? fmt::format("recurrent state {:.1f} KiB per sequence (F32; {:.1f} KiB with --state-type bf16)",
+                                    floats * 4 / 1024.0, floats_bf16 * 4 / 1024.0)
+                      : fmt::format("recurrent state {:.1f} KiB per sequence (F32)", floats * 4 / 1024.0));
   }
   if (hp.layer_mixer.size() == size_t(hp.n_layer) &&
       std::find(hp.layer_mixer.begin(), hp.layer_mixer.end(), MixerKind::GatedAttention) != hp.layer_mixer.end())
