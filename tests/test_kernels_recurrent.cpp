@@ -20,19 +20,23 @@
 namespace ubatch::kernels::avx2 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }
 namespace ubatch::kernels::avx512 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }
 namespace ubatch::kernels::avx512bf16 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }
 #elif defined(UBATCH_ARM_KERNELS)
 namespace ubatch::kernels::neon {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }
 #endif
 
@@ -68,6 +72,21 @@ std::vector<std::pair<std::string, DeltaFn>> chunk_levels() {
   if (cpu_features().neon) out.emplace_back("neon", &neon::delta_rule_chunks);
 #endif
   out.emplace_back("dispatched", &delta_rule_chunks);
+  return out;
+}
+
+using ConvFn = void (*)(const float*, float*, const float*, float*, int64_t, int);
+
+std::vector<std::pair<std::string, ConvFn>> conv_levels() {
+  std::vector<std::pair<std::string, ConvFn>> out;
+#if defined(UBATCH_X86_KERNELS)
+  if (cpu_features().avx2) out.emplace_back("avx2", &avx2::conv1d_step);
+  if (cpu_features().avx512) out.emplace_back("avx512", &avx512::conv1d_step);
+  if (cpu_features().avx512_bf16) out.emplace_back("avx512bf16", &avx512bf16::conv1d_step);
+#elif defined(UBATCH_ARM_KERNELS)
+  if (cpu_features().neon) out.emplace_back("neon", &neon::conv1d_step);
+#endif
+  out.emplace_back("dispatched", &conv1d_step);
   return out;
 }
 
@@ -436,6 +455,35 @@ TEST(KernelsRecurrent, ConvolutionStepKeepsTheLastInputs) {
       EXPECT_NEAR(out[c], want, 1e-5) << "t " << t << " c " << c;
     }
   }
+}
+
+// Every level computes the scalar reference's bits (a product then an add per tap), for channel
+// counts with and without a partial group of 16 and kernel sizes 1 to 4, out aliasing in.
+TEST(KernelsRecurrent, ConvolutionStepSameBitsAtEveryLevel) {
+  std::mt19937 rng(9);
+  for (int n_ch : {16, 300, 6144})
+    for (int k_size : {1, 2, 3, 4}) {
+      SCOPED_TRACE(std::to_string(n_ch) + " channels, kernel " + std::to_string(k_size));
+      const std::vector<float> w = rec_random(size_t(n_ch) * k_size, rng);
+      std::vector<std::vector<float>> inputs;
+      for (int t = 0; t < 5; ++t) inputs.push_back(rec_random(n_ch, rng));
+      std::vector<float> ref_state(size_t(k_size - 1) * n_ch, 0.0f);
+      std::vector<std::vector<float>> ref_out;
+      for (const std::vector<float>& x : inputs) {
+        ref_out.emplace_back(n_ch);
+        ref::conv1d_step(x.data(), ref_state.data(), w.data(), ref_out.back().data(), n_ch, k_size);
+      }
+      for (const auto& [name, fn] : conv_levels()) {
+        std::vector<float> state(size_t(k_size - 1) * n_ch, 0.0f);
+        bool same = true;
+        for (size_t t = 0; t < inputs.size(); ++t) {
+          std::vector<float> x = inputs[t];
+          fn(x.data(), state.data(), w.data(), x.data(), n_ch, k_size);  // out aliases in
+          same = same && x == ref_out[t];
+        }
+        EXPECT_TRUE(same && state == ref_state) << name << ": differs from the reference";
+      }
+    }
 }
 
 TEST(KernelsRecurrent, L2NormalizeAndGates) {

@@ -11,31 +11,6 @@
 
 namespace ubatch::kernels {
 
-void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
-  const int n_prev = k_size - 1;
-  // acc[c] = Σ_{j < n_prev} w[j][c]·state[j][c], then + w[n_prev][c]·in[c]: the order of the
-  // scalar definition, channel by channel. out may alias in: the current inputs are consumed last.
-  float acc_buf[256];
-  for (int64_t c0 = 0; c0 < n_ch; c0 += 256) {
-    const int64_t nc = std::min<int64_t>(256, n_ch - c0);
-    for (int64_t c = 0; c < nc; ++c) acc_buf[c] = 0.0f;
-    for (int j = 0; j < n_prev; ++j) {
-      const float* wj = w + int64_t{j} * n_ch + c0;
-      const float* sj = state + int64_t{j} * n_ch + c0;
-      for (int64_t c = 0; c < nc; ++c) acc_buf[c] += wj[c] * sj[c];
-    }
-    // Shift the window: row j takes row j + 1, the last row takes this input.
-    for (int j = 0; j + 1 < n_prev; ++j)
-      std::memcpy(state + int64_t{j} * n_ch + c0, state + int64_t{j + 1} * n_ch + c0, sizeof(float) * size_t(nc));
-    const float* wl = w + int64_t{n_prev} * n_ch + c0;
-    for (int64_t c = 0; c < nc; ++c) {
-      const float cur = in[c0 + c];
-      if (n_prev > 0) state[int64_t{n_prev - 1} * n_ch + c0 + c] = cur;
-      out[c0 + c] = acc_buf[c] + wl[c] * cur;
-    }
-  }
-}
-
 void l2_normalize(float* x, int64_t n, float eps) {
   double ss = 0.0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
@@ -47,23 +22,30 @@ void l2_normalize(float* x, int64_t n, float eps) {
 namespace avx2 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }
 namespace avx512 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }
 namespace avx512bf16 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }
 namespace neon {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }
 
 namespace ref {
 void delta_rule_tokens(const DeltaRuleArgs& args) { simd16::delta_rule_tokens_row<scalar::Simd16>(args); }
 void delta_rule_chunks(const DeltaRuleArgs& args) { simd16::delta_rule_chunks_row<scalar::Simd16>(args); }
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
+  simd16::conv1d_step_row<scalar::Simd16>(in, state, w, out, n_ch, k_size);
+}
 }  // namespace ref
 
 namespace {
@@ -72,6 +54,7 @@ namespace {
 struct DeltaKernels {
   void (*tokens)(const DeltaRuleArgs&);
   void (*chunks)(const DeltaRuleArgs&);
+  void (*conv)(const float*, float*, const float*, float*, int64_t, int);
 };
 DeltaKernels delta_kernels() {
   switch (simd_level()) {
@@ -79,16 +62,17 @@ DeltaKernels delta_kernels() {
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
     case SimdLevel::Avx512:
       // The same bits either way; AVX512_BF16 stores a BF16 state in one instruction.
-      if (cpu_features().avx512_bf16) return {&avx512bf16::delta_rule_tokens, &avx512bf16::delta_rule_chunks};
-      return {&avx512::delta_rule_tokens, &avx512::delta_rule_chunks};
-    case SimdLevel::Avx2: return {&avx2::delta_rule_tokens, &avx2::delta_rule_chunks};
+      if (cpu_features().avx512_bf16)
+        return {&avx512bf16::delta_rule_tokens, &avx512bf16::delta_rule_chunks, &avx512bf16::conv1d_step};
+      return {&avx512::delta_rule_tokens, &avx512::delta_rule_chunks, &avx512::conv1d_step};
+    case SimdLevel::Avx2: return {&avx2::delta_rule_tokens, &avx2::delta_rule_chunks, &avx2::conv1d_step};
 #elif defined(UBATCH_ARM_KERNELS)
     case SimdLevel::Dotprod:  // no dot products here: the NEON one
-    case SimdLevel::Neon: return {&neon::delta_rule_tokens, &neon::delta_rule_chunks};
+    case SimdLevel::Neon: return {&neon::delta_rule_tokens, &neon::delta_rule_chunks, &neon::conv1d_step};
 #endif
     default: break;
   }
-  return {&ref::delta_rule_tokens, &ref::delta_rule_chunks};
+  return {&ref::delta_rule_tokens, &ref::delta_rule_chunks, &ref::conv1d_step};
 }
 }  // namespace
 
@@ -98,6 +82,10 @@ void check_storage(const DeltaRuleArgs& a) {
   UBATCH_CHECK_MSG(a.S ? !a.snapshots_bf16 : !a.snapshots, "delta rule: snapshots of another type than the state");
 }
 }  // namespace
+
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
+  delta_kernels().conv(in, state, w, out, n_ch, k_size);
+}
 
 void delta_rule_tokens(const DeltaRuleArgs& args) {
   check_storage(args);

@@ -6,7 +6,7 @@
 // scalar decay per head; the short causal convolution of Mamba (Gu & Dao 2023) and of LFM2's
 // gated short-convolution block (Liquid AI 2025).
 //
-// Results are identical at every SIMD level (conv1d_step and l2_normalize are plain scalar code;
+// Results are identical at every SIMD level (l2_normalize is plain scalar code; conv1d_step,
 // delta_rule_tokens and delta_rule_chunks are written once over the 16-lane vocabulary,
 // recurrent_inl.h, and dispatched like the other float kernels) and for every batch composition
 // (a sequence's state only ever sees its own tokens). Which tokens of a sequence go chunk-wise is
@@ -25,8 +25,9 @@ namespace ubatch::kernels {
 //   w:     [k_size, n_ch]     taps, tap-major (tap j of channel c at w[j·n_ch + c]); tap k_size − 1
 //                             multiplies the current input (GGUF stores [n_ch, k_size]: transpose once)
 //   out:   [n_ch]             Σ_j w[j][c] · window[j][c] in order of j, window = state rows then `in`
-// out may alias in. k_size >= 1. Channels are independent, so the loops run over contiguous
-// channels (vectorised by the compiler without changing any channel's arithmetic).
+// out may alias in. k_size >= 1. Per channel a product then an add for each tap (no fused
+// multiply-add), so the SIMD levels (16 channels at a time, recurrent_inl.h) give the scalar
+// reference's bits.
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 
 // x ← x / max(‖x‖₂, eps) over n elements (the L2 normalisation of Gated DeltaNet's q and k).
@@ -102,6 +103,7 @@ namespace ref {
 // SIMD levels).
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
 }  // namespace ref
 
 }  // namespace ubatch::kernels

@@ -345,4 +345,39 @@ inline void delta_rule_chunks_row(const DeltaRuleArgs& a) {
   else delta_rule_chunks_st<V, float>(a);
 }
 
+// ---- The causal convolution's step (kernels/recurrent.h's conv1d_step) ----
+//
+// Per channel: acc = Σ_j w[j]·state[j] for j < k_size − 1 in increasing j, starting from 0 (a
+// product, then an add: no fused multiply-add, so every level computes the same bits as the
+// scalar reference), then out = acc + w[k_size − 1]·in; the state rows shift up by one and take
+// `in`. Channels are independent: 16 at a time, the last ones through masked loads and stores.
+// `in` is read before `out` is written in each group of 16, so out may alias in.
+template <class V, bool Full>
+inline void conv1d_channels(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size,
+                            int64_t c, int n) {
+  using F = typename V::F;
+  auto ld = [&](const float* p) -> F {
+    if constexpr (Full) return V::load(p);
+    else return V::load_n(p, n);
+  };
+  auto st = [&](float* p, F v) {
+    if constexpr (Full) V::store(p, v);
+    else V::store_n(p, v, n);
+  };
+  const int n_prev = k_size - 1;
+  F acc = V::zero();
+  for (int j = 0; j < n_prev; ++j) acc = V::add(acc, V::mul(ld(w + j * n_ch + c), ld(state + j * n_ch + c)));
+  const F cur = ld(in + c);
+  for (int j = 0; j + 1 < n_prev; ++j) st(state + j * n_ch + c, ld(state + (j + 1) * n_ch + c));
+  if (n_prev > 0) st(state + (n_prev - 1) * n_ch + c, cur);
+  st(out + c, V::add(acc, V::mul(ld(w + n_prev * n_ch + c), cur)));
+}
+
+template <class V>
+inline void conv1d_step_row(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
+  int64_t c = 0;
+  for (; c + kLanes <= n_ch; c += kLanes) conv1d_channels<V, true>(in, state, w, out, n_ch, k_size, c, kLanes);
+  if (c < n_ch) conv1d_channels<V, false>(in, state, w, out, n_ch, k_size, c, static_cast<int>(n_ch - c));
+}
+
 }  // namespace ubatch::kernels::simd16

@@ -8,5 +8,8 @@ namespace ubatch::kernels::neon {
 
 void delta_rule_tokens(const DeltaRuleArgs& args) { simd16::delta_rule_tokens_row<Simd16>(args); }
 void delta_rule_chunks(const DeltaRuleArgs& args) { simd16::delta_rule_chunks_row<Simd16>(args); }
+void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
+  simd16::conv1d_step_row<Simd16>(in, state, w, out, n_ch, k_size);
+}
 
 }  // namespace ubatch::kernels::neon
