@@ -10,8 +10,9 @@
 //   g++ -O2 -std=c++20 -Isrc bench/bench_delta_rule.cpp build/libubatch_kernels.a
 //       build/libubatch_common.a -lfmt -pthread -o build/bench_delta_rule   (one command line)
 // Run:
-//   build/bench_delta_rule N_STATES f32|bf16|bf16-int [THREADS [REPS [D]]]
+//   build/bench_delta_rule N_STATES f32|bf16|bf16-int [THREADS [REPS [D [OFFSET]]]]
 //   e.g. 9216 bf16 2 5 128
+// The states start on a 64-byte boundary, OFFSET bytes past it (a multiple of 4; default 0).
 // bf16: the state in BF16 through the dispatched kernel (AVX512_BF16's vcvtneps2bf16 where the CPU
 // has it); bf16-int: the AVX-512 level's integer rounding (x86-64 with AVX-512 only), which gives
 // the same bits.
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   const int n_threads = argc > 3 ? std::atoi(argv[3]) : 2;
   const int reps = argc > 4 ? std::atoi(argv[4]) : 5;
   const int d = argc > 5 ? std::atoi(argv[5]) : 128;
+  const int offset = argc > 6 ? std::atoi(argv[6]) : 0;
   const bool bf16 = mode != "f32";
   bool integer = mode == "bf16-int";
 #if !(defined(UBATCH_X86_KERNELS) || defined(__x86_64__))
@@ -52,11 +54,18 @@ int main(int argc, char** argv) {
 #else
   if (integer && !cpu_features().avx512) return std::fprintf(stderr, "bf16-int: this CPU has no AVX-512\n"), 2;
 #endif
-  if (n_states <= 0 || d <= 0 || n_threads <= 0 || (mode != "f32" && mode != "bf16" && mode != "bf16-int"))
+  if (n_states <= 0 || d <= 0 || n_threads <= 0 || offset < 0 || offset % 4 != 0 || offset >= 64 ||
+      (mode != "f32" && mode != "bf16" && mode != "bf16-int"))
     return std::fprintf(stderr, "bad arguments\n"), 2;
   // 4-byte words per state: d² floats, or d² BF16 values two to a word.
   const size_t words = bf16 ? (size_t(d) * d + 1) / 2 : size_t(d) * d;
-  std::vector<float> S(size_t(n_states) * words, 0.0f);  // zeros are exact in both types
+  std::vector<float> storage(size_t(n_states) * words + 32, 0.0f);  // zeros are exact in both types
+  const uintptr_t base = reinterpret_cast<uintptr_t>(storage.data());
+  float* const S_base = reinterpret_cast<float*>((base + 63) / 64 * 64 + static_cast<uintptr_t>(offset));
+  struct {
+    float* p;
+    float* data() const { return p; }
+  } S{S_base};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-0.1f, 0.1f);
   const size_t n = static_cast<size_t>(d);

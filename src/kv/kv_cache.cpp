@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <fmt/format.h>
+#include <new>
 #include <unordered_set>
 #include <xxhash.h>
 
@@ -63,8 +64,14 @@ KvCache::KvCache(const KvCacheConfig& config) : cfg_(config) {
 // ---- recurrent state ----
 
 KvCache::StateBuf KvCache::new_state(bool zero) {
-  if (zero) return std::make_shared<float[]>(state_floats_);  // value-initialised: zeros
-  return StateBuf(new float[state_floats_]);
+  // On a 64-byte boundary, so that the kernels' rows of state (whole cache lines: the layers'
+  // parts and the heads' matrices are multiples of 16 words for the models we load) never split
+  // a vector load across two lines: the F32 decode step of the delta rule measured 6-7% faster so
+  // (bench/bench_delta_rule.cpp, OFFSET 0 against 16).
+  constexpr std::align_val_t kAlign{64};
+  float* p = static_cast<float*>(::operator new[](state_floats_ * sizeof(float), kAlign));
+  if (zero) std::fill(p, p + state_floats_, 0.0f);
+  return StateBuf(p, [](float* q) { ::operator delete[](q, std::align_val_t{64}); });
 }
 
 const KvCache::StateBuf* KvCache::find_checkpoint(const Sequence& s, int32_t pos) const {

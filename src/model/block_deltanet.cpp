@@ -138,8 +138,8 @@ class DeltaNetBlock final : public Block {
     auto head_offset = [&](int64_t h) { return off + conv_floats + static_cast<size_t>(h) * head_floats; };
     fp.pool.run([&](int ith, int nth) {
       std::vector<float*> snaps;
-    std::vector<uint16_t*> snaps_bf16;
-    auto bf16_at = [](float* p) { return reinterpret_cast<uint16_t*>(p); };
+      std::vector<uint16_t*> snaps_bf16;
+      auto bf16_at = [](float* p) { return reinterpret_cast<uint16_t*>(p); };
       for (int64_t task = ith; task < n_tasks; task += nth) {
         const int s = static_cast<int>(task / Hv), h = static_cast<int>(task % Hv), kh = h % Hk;
         const std::vector<int32_t>& rows = st.seq_rows[static_cast<size_t>(s)];
