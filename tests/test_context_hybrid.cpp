@@ -348,6 +348,22 @@ TEST(HybridStrictLoading, MalformedVariantsNameTheProblem) {
 
 // ---- Recurrent state through the memory manager ----------------------------------------------------
 
+// The state type reaches the forward pass: a BF16 state keeps fewer bytes per sequence and gives
+// other logits than the F32 one (so the tests above run what they say).
+TEST(HybridReferenceLogits, Bf16StateIsUsed) {
+  UBATCH_REQUIRE_REFERENCE();
+  const std::vector<int32_t> p = hy_prompt();
+  const std::vector<int32_t> a(p.begin(), p.begin() + 40);
+  std::unique_ptr<Context> f32 = hy_context(hy_model_file("tiny-qwen35-f32"), 256, 512);
+  std::unique_ptr<Context> bf16 =
+      hy_context(hy_model_file("tiny-qwen35-f32"), 256, 512, 2, nullptr, 16, TensorType::BF16);
+  ASSERT_TRUE(f32 && bf16);
+  const std::vector<float> lf = test::sequence_logits(*f32, a), lb = test::sequence_logits(*bf16, a);
+  EXPECT_FALSE(lf == lb) << "a BF16 state gave the F32 state's logits";
+  EXPECT_LT(bf16->kv().stats().state_bytes, f32->kv().stats().state_bytes * 6 / 10);
+  EXPECT_GT(bf16->kv().stats().state_bytes, 0u);
+}
+
 class HybridState : public ::testing::TestWithParam<const char*> {
  protected:
   std::unique_ptr<Context> make(int32_t n_ubatch = 512) {

@@ -21,22 +21,26 @@ namespace ubatch::kernels::avx2 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }
 namespace ubatch::kernels::avx512 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }
 namespace ubatch::kernels::avx512bf16 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }
 #elif defined(UBATCH_ARM_KERNELS)
 namespace ubatch::kernels::neon {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }
 #endif
 
@@ -326,6 +330,42 @@ uint16_t state_bf16(float f) {
 }
 }  // namespace
 
+// The rounding itself (round_state_bf16, the vocabularies' store_bf16) at every level against
+// the rule written out above, on the values where rules differ: NaNs of both signs (quiet and
+// signalling payloads), infinities, signed zeros, subnormals (to a signed zero), the smallest
+// normal, ties to even both ways, values just off a tie, the largest finite (to infinity), and
+// random values; 37 of them, so the last group of 16 is partial.
+TEST(KernelsRecurrent, Bf16RoundingRuleAtEveryLevel) {
+  std::vector<uint32_t> bits = {0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0xFF812345u, 0x7F800000u, 0xFF800000u,
+                                0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00400000u, 0x00800000u,
+                                0x80800000u, 0x3F808000u, 0x3F818000u, 0x3F807FFFu, 0x3F808001u, 0xBF808000u,
+                                0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F7F8000u, 0x0080FFFFu, 0x00808000u};
+  std::mt19937 rng(31);
+  while (bits.size() < 37) bits.push_back(static_cast<uint32_t>(rng()));
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  std::vector<uint16_t> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = state_bf16(x[i]);
+  using RoundFn = void (*)(const float*, uint16_t*, int64_t);
+  std::vector<std::pair<std::string, RoundFn>> levels = {{"reference", &ref::round_state_bf16},
+                                                         {"dispatched", &round_state_bf16}};
+#if defined(UBATCH_X86_KERNELS)
+  if (cpu_features().avx2) levels.emplace_back("avx2", &avx2::round_state_bf16);
+  if (cpu_features().avx512) levels.emplace_back("avx512", &avx512::round_state_bf16);
+  if (cpu_features().avx512_bf16) levels.emplace_back("avx512bf16", &avx512bf16::round_state_bf16);
+  else std::printf("skipped level avx512bf16: CPU has no AVX512_BF16\n");
+#elif defined(UBATCH_ARM_KERNELS)
+  if (cpu_features().neon) levels.emplace_back("neon", &neon::round_state_bf16);
+#endif
+  for (const auto& [name, fn] : levels) {
+    std::vector<uint16_t> got(x.size() + 1, 0xABCD);  // one guard word past the end
+    fn(x.data(), got.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << name << ": input 0x" << std::hex << bits[i];
+    EXPECT_EQ(got.back(), 0xABCD) << name << ": wrote past the end";
+  }
+}
+
 TEST(KernelsRecurrent, Bf16StateIsTheF32StateRoundedAfterEachStore) {
   std::mt19937 rng(23);
   auto to_bf16 = [](const std::vector<float>& x) {
@@ -349,7 +389,7 @@ TEST(KernelsRecurrent, Bf16StateIsTheF32StateRoundedAfterEachStore) {
   };
   const int n_chunks = 3, T = n_chunks * kDeltaChunk + 5;
   for (const float scale : {1.0f, 1e-38f})
-  for (auto [d_k, d_v] : {std::pair{128, 128}, std::pair{16, 72}, std::pair{36, 5}}) {
+  for (auto [d_k, d_v] : {std::pair{128, 128}, std::pair{16, 72}, std::pair{36, 5}, std::pair{37, 48}}) {
     SCOPED_TRACE(std::to_string(d_k) + "x" + std::to_string(d_v) + " scale " + std::to_string(scale));
     DeltaInputs in(d_k, d_v, T, rng, 0.05f, 1.0f, 0.0f, 1.0f);
     for (float& x : in.v) x *= scale;

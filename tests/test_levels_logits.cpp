@@ -102,6 +102,21 @@ TEST(LevelsLogitsBf16State, SameBytesOnEveryLevel) {
     SCOPED_TRACE(name);
     check_levels(level_model_path(name), std::string(name) + "_bf16_state", false, "--state-type bf16");
   }
+  // The option reaches the model: other bytes than the F32 state's.
+  std::vector<uint8_t> bytes[2];
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("ubatch_levels_" + std::to_string(getpid()) + "_state_type.f32")).string();
+  for (int i = 0; i < 2; ++i) {
+    int status = -1;
+    const std::string cmd = test::ubatch_command() + " logits -m " + level_model_path("hybrid/tiny-qwen35-f32") +
+                            " -c 128 -t 1 --tokens 1,5,9,13,17,21,25,29 -o " + out +
+                            (i ? " --state-type bf16" : " --state-type f32") + " 2>&1";
+    const std::string log = test::run_command(cmd, &status);
+    ASSERT_EQ(status, 0) << cmd << "\n" << log;
+    bytes[i] = test::read_file(out);
+  }
+  std::filesystem::remove(out);
+  EXPECT_FALSE(bytes[0] == bytes[1]) << "--state-type bf16 gave the F32 state's logits";
 }
 
 // qwen35moe has no reference files: files built from the qwen35 ones (tests/qwen35moe_from_dense.h)

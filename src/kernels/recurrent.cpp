@@ -23,21 +23,25 @@ namespace avx2 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }
 namespace avx512 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }
 namespace avx512bf16 {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }
 namespace neon {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }
 
 namespace ref {
@@ -45,6 +49,9 @@ void delta_rule_tokens(const DeltaRuleArgs& args) { simd16::delta_rule_tokens_ro
 void delta_rule_chunks(const DeltaRuleArgs& args) { simd16::delta_rule_chunks_row<scalar::Simd16>(args); }
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
   simd16::conv1d_step_row<scalar::Simd16>(in, state, w, out, n_ch, k_size);
+}
+void round_state_bf16(const float* x, uint16_t* out, int64_t n) {
+  simd16::round_state_bf16_row<scalar::Simd16>(x, out, n);
 }
 }  // namespace ref
 
@@ -55,6 +62,7 @@ struct DeltaKernels {
   void (*tokens)(const DeltaRuleArgs&);
   void (*chunks)(const DeltaRuleArgs&);
   void (*conv)(const float*, float*, const float*, float*, int64_t, int);
+  void (*round_bf16)(const float*, uint16_t*, int64_t);
 };
 DeltaKernels delta_kernels() {
   switch (simd_level()) {
@@ -63,16 +71,19 @@ DeltaKernels delta_kernels() {
     case SimdLevel::Avx512:
       // The same bits either way; AVX512_BF16 stores a BF16 state in one instruction.
       if (cpu_features().avx512_bf16)
-        return {&avx512bf16::delta_rule_tokens, &avx512bf16::delta_rule_chunks, &avx512bf16::conv1d_step};
-      return {&avx512::delta_rule_tokens, &avx512::delta_rule_chunks, &avx512::conv1d_step};
-    case SimdLevel::Avx2: return {&avx2::delta_rule_tokens, &avx2::delta_rule_chunks, &avx2::conv1d_step};
+        return {&avx512bf16::delta_rule_tokens, &avx512bf16::delta_rule_chunks, &avx512bf16::conv1d_step,
+                &avx512bf16::round_state_bf16};
+      return {&avx512::delta_rule_tokens, &avx512::delta_rule_chunks, &avx512::conv1d_step, &avx512::round_state_bf16};
+    case SimdLevel::Avx2:
+      return {&avx2::delta_rule_tokens, &avx2::delta_rule_chunks, &avx2::conv1d_step, &avx2::round_state_bf16};
 #elif defined(UBATCH_ARM_KERNELS)
     case SimdLevel::Dotprod:  // no dot products here: the NEON one
-    case SimdLevel::Neon: return {&neon::delta_rule_tokens, &neon::delta_rule_chunks, &neon::conv1d_step};
+    case SimdLevel::Neon:
+      return {&neon::delta_rule_tokens, &neon::delta_rule_chunks, &neon::conv1d_step, &neon::round_state_bf16};
 #endif
     default: break;
   }
-  return {&ref::delta_rule_tokens, &ref::delta_rule_chunks, &ref::conv1d_step};
+  return {&ref::delta_rule_tokens, &ref::delta_rule_chunks, &ref::conv1d_step, &ref::round_state_bf16};
 }
 }  // namespace
 
@@ -86,6 +97,8 @@ void check_storage(const DeltaRuleArgs& a) {
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
   delta_kernels().conv(in, state, w, out, n_ch, k_size);
 }
+
+void round_state_bf16(const float* x, uint16_t* out, int64_t n) { delta_kernels().round_bf16(x, out, n); }
 
 void delta_rule_tokens(const DeltaRuleArgs& args) {
   check_storage(args);

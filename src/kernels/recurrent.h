@@ -89,6 +89,11 @@ constexpr int kDeltaChunk = 16;
 // every SIMD level and however a sequence's chunks are grouped into calls.
 void delta_rule_chunks(const DeltaRuleArgs& args);
 
+// The rounding a BF16 state's stores apply (DeltaRuleArgs::S_bf16), to n floats: to nearest
+// even, subnormal inputs to a signed zero, NaN quieted (x >> 16 | 0x40) — AVX512_BF16's
+// vcvtneps2bf16 rule, the same bits at every level. out: [n].
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
+
 // One token (the same arithmetic as delta_rule_tokens with n_tokens 1): q, k [d_k]; v, o [d_v].
 void delta_rule_step(float* S, const float* q, const float* k, const float* v, float decay, float beta,
                      float* o, int d_k, int d_v);
@@ -104,6 +109,7 @@ namespace ref {
 void delta_rule_tokens(const DeltaRuleArgs& args);
 void delta_rule_chunks(const DeltaRuleArgs& args);
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size);
+void round_state_bf16(const float* x, uint16_t* out, int64_t n);
 }  // namespace ref
 
 }  // namespace ubatch::kernels

@@ -380,4 +380,12 @@ inline void conv1d_step_row(const float* in, float* state, const float* w, float
   if (c < n_ch) conv1d_channels<V, false>(in, state, w, out, n_ch, k_size, c, static_cast<int>(n_ch - c));
 }
 
+// kernels/recurrent.h's round_state_bf16: the vocabulary's store_bf16, 16 values at a time.
+template <class V>
+inline void round_state_bf16_row(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) V::store_bf16(out + i, V::load(x + i));
+  if (i < n) V::store_bf16_n(out + i, V::load_n(x + i, static_cast<int>(n - i)), static_cast<int>(n - i));
+}
+
 }  // namespace ubatch::kernels::simd16

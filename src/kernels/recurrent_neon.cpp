@@ -11,5 +11,6 @@ void delta_rule_chunks(const DeltaRuleArgs& args) { simd16::delta_rule_chunks_ro
 void conv1d_step(const float* in, float* state, const float* w, float* out, int64_t n_ch, int k_size) {
   simd16::conv1d_step_row<Simd16>(in, state, w, out, n_ch, k_size);
 }
+void round_state_bf16(const float* x, uint16_t* out, int64_t n) { simd16::round_state_bf16_row<Simd16>(x, out, n); }
 
 }  // namespace ubatch::kernels::neon

@@ -114,6 +114,11 @@ Result<Loaded> load(const ModelOptions& o, bool with_tokenizer) {
   Result<std::unique_ptr<Context>> ctx = Context::create(out.model, cp);
   if (!ctx) return ctx.status();
   out.context = std::move(ctx.value());
+  const std::vector<MixerKind>& mixers = out.model->hparams().layer_mixer;
+  if (cp.state_type == TensorType::BF16 &&
+      std::find(mixers.begin(), mixers.end(), MixerKind::GatedDeltaNet) == mixers.end())
+    fmt::print(stderr, "warning: --state-type bf16 changes nothing for {}: it has no Gated DeltaNet layer (the only "
+                       "state kept in BF16)\n", o.model);
   out.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
