@@ -64,7 +64,7 @@ struct DeltaKernels {
   void (*conv)(const float*, float*, const float*, float*, int64_t, int);
   void (*round_bf16)(const float*, uint16_t*, int64_t);
 };
-DeltaKernels delta_kernels() {
+DeltaKernels choose_delta_kernels() {
   switch (simd_level()) {
 #if defined(UBATCH_X86_KERNELS)
     case SimdLevel::Amx:  // no tile path: the AVX-512 one
@@ -85,9 +85,13 @@ DeltaKernels delta_kernels() {
   }
   return {&ref::delta_rule_tokens, &ref::delta_rule_chunks, &ref::conv1d_step, &ref::round_state_bf16};
 }
-}  // namespace
+// Chosen the first time a kernel runs (cpu_features.h): the step calls these once per token,
+// sequence and layer (the convolution) or head (the delta rule).
+const DeltaKernels& delta_kernels() {
+  static const DeltaKernels kernels = choose_delta_kernels();
+  return kernels;
+}
 
-namespace {
 void check_storage(const DeltaRuleArgs& a) {
   UBATCH_CHECK_MSG((a.S != nullptr) != (a.S_bf16 != nullptr), "delta rule: exactly one of S and S_bf16 must be set");
   UBATCH_CHECK_MSG(a.S ? !a.snapshots_bf16 : !a.snapshots, "delta rule: snapshots of another type than the state");
