@@ -13,6 +13,10 @@
 //   build/bench_delta_rule N_STATES f32|bf16|bf16-int [THREADS [REPS [D [OFFSET]]]]
 //   e.g. 9216 bf16 2 5 128
 // The states start on a 64-byte boundary, OFFSET bytes past it (a multiple of 4; default 0).
+//   build/bench_delta_rule N_STEPS conv [N_CH [K [REPS]]]
+//   e.g. 576 conv 6144 4 20: one thread through kernels::conv1d_step, N_STEPS sequences' and
+//   layers' convolution steps of N_CH channels and kernel K (Qwen3.5-0.8B at 32 sequences: 576
+//   of 6,144 channels, kernel 4), each with its own state; best pass of REPS.
 // bf16: the state in BF16 through the dispatched kernel (AVX512_BF16's vcvtneps2bf16 where the CPU
 // has it); bf16-int: the AVX-512 level's integer rounding (x86-64 with AVX-512 only), which gives
 // the same bits.
@@ -36,13 +40,38 @@ void delta_rule_tokens(const DeltaRuleArgs& args);
 
 using namespace ubatch::kernels;
 
+namespace {
+int conv_bench(int n_steps, int n_ch, int k_size, int reps) {
+  if (n_steps <= 0 || n_ch <= 0 || k_size <= 0 || reps <= 0) return std::fprintf(stderr, "bad arguments\n"), 2;
+  const size_t ch = static_cast<size_t>(n_ch), prev = static_cast<size_t>(k_size - 1);
+  std::vector<float> w(ch * static_cast<size_t>(k_size), 0.5f), state(static_cast<size_t>(n_steps) * prev * ch, 0.1f),
+      x(static_cast<size_t>(n_steps) * ch, 0.2f);
+  double best = 1e30;
+  for (int rep = 0; rep < reps + 1; ++rep) {  // the first pass touches the pages: not counted
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_steps; ++i) {
+      float* xi = x.data() + static_cast<size_t>(i) * ch;
+      conv1d_step(xi, state.data() + static_cast<size_t>(i) * prev * ch, w.data(), xi, n_ch, k_size);
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, ms);
+  }
+  std::printf("conv: %d steps of %d channels, kernel %d, one thread: best pass %.3f ms\n", n_steps, n_ch, k_size, best);
+  return 0;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s N_STATES f32|bf16|bf16-int [THREADS [REPS [D]]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s N_STATES f32|bf16|bf16-int [THREADS [REPS [D [OFFSET]]]]\n"
+                         "       %s N_STEPS conv [N_CH [K [REPS]]]\n", argv[0], argv[0]);
     return 2;
   }
   const int n_states = std::atoi(argv[1]);
   const std::string mode = argv[2];
+  if (mode == "conv")
+    return conv_bench(n_states, argc > 3 ? std::atoi(argv[3]) : 6144, argc > 4 ? std::atoi(argv[4]) : 4,
+                      argc > 5 ? std::atoi(argv[5]) : 20);
   const int n_threads = argc > 3 ? std::atoi(argv[3]) : 2;
   const int reps = argc > 4 ? std::atoi(argv[4]) : 5;
   const int d = argc > 5 ? std::atoi(argv[5]) : 128;
